@@ -44,6 +44,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from pipeline.errors import DataError
+
 FORMAT_VERSION = 1
 
 Documents = Sequence[Sequence[Sequence[int]]]
@@ -66,12 +68,12 @@ def _clean_documents(documents: Documents) -> list[list[Sequence[int]]]:
     docs = [[s for s in doc if len(s) > 0] for doc in documents]
     docs = [d for d in docs if d]
     if not docs:
-        raise ValueError(
+        raise DataError(
             f"no training pairs could be made: every document is empty "
             f"({len(documents)} documents given, none with a non-empty sentence)"
         )
     if len(docs) < 2:
-        raise ValueError(
+        raise DataError(
             "at least two non-empty documents are needed for next-sentence prediction "
             "(a random B must come from a different document); got 1"
         )
@@ -80,14 +82,14 @@ def _clean_documents(documents: Documents) -> list[list[Sequence[int]]]:
 
 def _check_settings(max_seq_length: int, short_seq_prob: float, dupe_factor: int) -> None:
     if not (isinstance(max_seq_length, int) and max_seq_length >= 5):
-        raise ValueError(
+        raise DataError(
             f"max_seq_length={max_seq_length!r}: must be an integer >= 5 "
             "([CLS], two [SEP] and at least one token of A and of B)"
         )
     if not 0.0 <= short_seq_prob <= 1.0:
-        raise ValueError(f"short_seq_prob={short_seq_prob!r}: must be a probability in [0, 1]")
+        raise DataError(f"short_seq_prob={short_seq_prob!r}: must be a probability in [0, 1]")
     if not (isinstance(dupe_factor, int) and dupe_factor >= 1):
-        raise ValueError(f"dupe_factor={dupe_factor!r}: must be an integer >= 1")
+        raise DataError(f"dupe_factor={dupe_factor!r}: must be an integer >= 1")
 
 
 def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random) -> None:
@@ -223,7 +225,7 @@ def _token_dtype(vocab_size: int) -> np.dtype:
         return np.dtype(np.uint16)
     if vocab_size <= 2**32:
         return np.dtype(np.uint32)
-    raise ValueError(f"vocab_size={vocab_size}: at most 2**32 token ids can be stored")
+    raise DataError(f"vocab_size={vocab_size}: at most 2**32 token ids can be stored")
 
 
 def _shard_stem(k: int) -> str:
@@ -250,7 +252,7 @@ def _write_shard(folder: Path, k: int, pairs: Sequence[Pair], cls_id: int, sep_i
     )
     if offset and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = int(ids.min() if ids.min() < 0 else ids.max())
-        raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
+        raise DataError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
     tokens = np.lib.format.open_memmap(folder / f"{stem}.tokens.npy", mode="w+", dtype=dtype, shape=(offset,))
     tokens[:] = ids
     tokens.flush()
@@ -289,11 +291,11 @@ def write_pairs(
     """
     out_dir = Path(out_dir)
     if not (isinstance(shard_size, int) and shard_size >= 1):
-        raise ValueError(f"shard_size={shard_size!r}: must be an integer >= 1")
+        raise DataError(f"shard_size={shard_size!r}: must be an integer >= 1")
     dtype = _token_dtype(vocab_size)
     for name, value in (("cls_id", cls_id), ("sep_id", sep_id)):
         if not 0 <= value < vocab_size:
-            raise ValueError(f"{name}={value}: must be a token id in [0, {vocab_size})")
+            raise DataError(f"{name}={value}: must be a token id in [0, {vocab_size})")
 
     pairs, counts = _generate(
         documents,
@@ -382,7 +384,7 @@ class PairsDataset(torch.utils.data.Dataset):
             raise FileNotFoundError(f"{meta_path}: not found (has make_pairs written {self.path}?)")
         self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if self.meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
+            raise DataError(
                 f"{meta_path}: format_version {self.meta.get('format_version')!r}, "
                 f"this code reads {FORMAT_VERSION}; rerun make_pairs"
             )

@@ -1,0 +1,125 @@
+"""Configuration: composing conf/ outside Hydra apps, and start-up validation.
+
+Every check names the key, the value and what is allowed, so a bad setting
+fails before any compute is spent, never deep inside training.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def compose(overrides: Sequence[str] = (), config_dir: str | Path = CONF_DIR) -> DictConfig:
+    """Compose the pipeline config the way DVC and the stage scripts do (for tests and notebooks)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(str(Path(config_dir).resolve()), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=list(overrides))
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    return OmegaConf.select(cfg, key, throw_on_missing=False)
+
+
+def _check(cfg: DictConfig, key: str, ok: Callable[[Any], bool], allowed: str) -> None:
+    value = _get(cfg, key)
+    if value is None and "optional" in allowed:
+        return
+    try:
+        good = ok(value)
+    except TypeError:
+        good = False
+    if not good:
+        raise ConfigError(f"{key}={value!r} is not allowed: expected {allowed}")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ``ConfigError`` for the first setting that cannot work."""
+    if "seed" in cfg:
+        _check(cfg, "seed", lambda v: _int(v) and v >= 0, "a non-negative integer")
+    if "corpus" in cfg:
+        _check(cfg, "corpus.valid_fraction", lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)")
+    if "tokenizer" in cfg:
+        _check(cfg, "tokenizer.vocab_size", lambda v: _int(v) and v > len(SPECIAL_TOKENS) + 26,
+               f"an integer large enough for the {len(SPECIAL_TOKENS)} special tokens and an alphabet (> 31)")
+        _check(cfg, "tokenizer.min_frequency", lambda v: _int(v) and v >= 1, "an integer >= 1")
+    if "pairs" in cfg:
+        _check(cfg, "pairs.max_seq_length", lambda v: _int(v) and v >= 8, "an integer >= 8")
+        _check(cfg, "pairs.short_seq_prob", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
+        _check(cfg, "pairs.dupe_factor", lambda v: _int(v) and v >= 1, "an integer >= 1")
+        _check(cfg, "pairs.shard_size", lambda v: _int(v) and v >= 1, "an integer >= 1")
+    if "masking" in cfg:
+        _check(cfg, "masking.mlm_probability", lambda v: _number(v) and 0 < v < 1, "a probability in (0, 1)")
+        for k in ("mask_token_prob", "random_token_prob", "keep_prob"):
+            _check(cfg, f"masking.{k}", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
+        m = cfg.masking
+        total = m.mask_token_prob + m.random_token_prob + m.keep_prob
+        if abs(total - 1) > 1e-6:
+            raise ConfigError(
+                f"masking.mask_token_prob + random_token_prob + keep_prob = {total:g} is not allowed: expected 1 "
+                f"(got {m.mask_token_prob}, {m.random_token_prob}, {m.keep_prob})")
+        _check(cfg, "masking.max_predictions_per_seq", lambda v: _int(v) and v >= 1, "an integer >= 1")
+    if "model" in cfg:
+        for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "max_position_embeddings"):
+            _check(cfg, f"model.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            _check(cfg, f"model.{k}", lambda v: _number(v) and 0 <= v < 1, "a probability in [0, 1)")
+        h, n = cfg.model.hidden_size, cfg.model.num_attention_heads
+        if h % n:
+            raise ConfigError(f"model.hidden_size={h} is not allowed: expected a multiple of "
+                              f"model.num_attention_heads={n}")
+        if "pairs" in cfg and cfg.model.max_position_embeddings < cfg.pairs.max_seq_length:
+            raise ConfigError(
+                f"pairs.max_seq_length={cfg.pairs.max_seq_length} is not allowed: expected at most "
+                f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
+    if "objective" in cfg:
+        _check(cfg, "objective.mlm", lambda v: v is True, "true (masked LM is the objective here)")
+        _check(cfg, "objective.nsp", lambda v: isinstance(v, bool), "true or false")
+    if "optim" in cfg:
+        _check(cfg, "optim.lr", lambda v: _number(v) and v > 0, "a positive number")
+        _check(cfg, "optim.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0")
+        _check(cfg, "optim.warmup_ratio", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)")
+        _check(cfg, "optim.betas", lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v),
+               "two numbers in [0, 1)")
+    if "trainer" in cfg:
+        for k in ("max_steps", "batch_size", "accumulate_grad_batches", "val_check_interval",
+                  "limit_val_batches", "log_every_n_steps"):
+            _check(cfg, f"trainer.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+    if "finetune" in cfg:
+        _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= {"pretrained", "scratch"},
+               "a non-empty list of: pretrained, scratch")
+        _check(cfg, "finetune.seeds", lambda v: len(v) > 0 and all(_int(s) for s in v),
+               "a non-empty list of integers")
+        for k in ("epochs", "batch_size"):
+            _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        _check(cfg, "finetune.lr", lambda v: _number(v) and v > 0, "a positive number")
+    if "task" in cfg:
+        for k in ("train_size", "dev_size"):
+            if k in cfg.task.get("data", {}):
+                _check(cfg, f"task.data.{k}", lambda v: v is None or (_int(v) and v >= 1),
+                       "a positive integer or null (optional)")
+        _check(cfg, "task.max_seq_length", lambda v: _int(v) and v >= 4, "an integer >= 4")
+    if "runtime" in cfg:
+        _check(cfg, "runtime.num_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
+        _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
+               "a positive integer or null (optional)")

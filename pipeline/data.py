@@ -1,0 +1,55 @@
+"""Batches for pretraining: memory-mapped pairs, padded to the longest in the batch."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from pipeline.pairs import PairsDataset
+
+
+def pad_collate(items: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """Stack examples into (B, T) tensors, T = the longest example (dynamic padding)."""
+    T = max(len(it["input_ids"]) for it in items)
+    B = len(items)
+    input_ids = np.full((B, T), pad_id, dtype=np.int64)
+    token_type_ids = np.zeros((B, T), dtype=np.int64)
+    attention_mask = np.zeros((B, T), dtype=np.int64)
+    for i, it in enumerate(items):
+        n = len(it["input_ids"])
+        input_ids[i, :n] = it["input_ids"]
+        token_type_ids[i, :n] = it["token_type_ids"]
+        attention_mask[i, :n] = 1
+    return {
+        "input_ids": torch.from_numpy(input_ids),
+        "token_type_ids": torch.from_numpy(token_type_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "next_sentence_label": torch.tensor([int(it["next_sentence_label"]) for it in items]),
+    }
+
+
+class PairsDataModule(L.LightningDataModule):
+    """Train/valid pairs written by the make_pairs stage (``<path>/train``, ``<path>/valid``)."""
+
+    def __init__(self, path: str | Path, batch_size: int, seed: int, num_workers: int = 0):
+        super().__init__()
+        self.path = Path(path)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.num_workers = num_workers
+        self.train_set = PairsDataset(self.path / "train")
+        self.valid_set = PairsDataset(self.path / "valid")
+
+    def train_dataloader(self) -> DataLoader:
+        # An explicit generator: the order of examples depends on the seed alone.
+        g = torch.Generator().manual_seed(self.seed)
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          generator=g, collate_fn=pad_collate, num_workers=self.num_workers,
+                          persistent_workers=self.num_workers > 0)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.valid_set, batch_size=self.batch_size, shuffle=False, collate_fn=pad_collate,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)

@@ -1,0 +1,62 @@
+"""Masked-LM corruption: BERT's 15% with 80/10/10, vectorised over a batch.
+
+Used at batch time (dynamic masking: a fresh mask every time a batch is drawn).
+Follows the original recipe: per sequence, ``round(len * mlm_probability)``
+positions (at least 1, at most ``max_predictions_per_seq``) are chosen among
+the non-special tokens; each chosen token becomes ``[MASK]`` with probability
+``mask_token_prob``, a random vocabulary token with ``random_token_prob``, and
+stays unchanged otherwise. Labels hold the original id at chosen positions and
+``IGNORE`` elsewhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100  # label value for positions that are not predicted (cross-entropy's ignore_index)
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    mlm_probability: float = 0.15
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    keep_prob: float = 0.1
+    max_predictions_per_seq: int = 20
+
+
+def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, cfg: MaskingConfig, *, mask_id: int,
+                vocab_size: int, generator: torch.Generator, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Corrupt ``input_ids`` (B, T) for masked LM.
+
+    ``special`` (B, T) is True at [CLS], [SEP] and padding, which are never chosen.
+    Returns ``(corrupted (B, T), labels (B, T))``. All randomness comes from
+    ``generator`` (a CPU generator), so a batch's mask depends only on its seed.
+    """
+    B, T = input_ids.shape
+    device = input_ids.device
+    cpu_ids, cpu_special = input_ids.cpu(), special.cpu()
+    # Sequence length counts [CLS]/[SEP] (as the original does) but not padding.
+    lengths = (cpu_ids != pad_id).sum(1)
+    candidates = ~cpu_special
+    n_pred = torch.clamp(torch.round(lengths.float() * cfg.mlm_probability).long(), min=1,
+                         max=cfg.max_predictions_per_seq)
+    n_pred = torch.minimum(n_pred, candidates.sum(1))
+
+    # A random ranking of the candidates; the first n_pred of each row are chosen.
+    scores = torch.rand((B, T), generator=generator)
+    scores[~candidates] = 2.0
+    ranks = scores.argsort(dim=1).argsort(dim=1)
+    chosen = ranks < n_pred[:, None]  # (B, T)
+
+    action = torch.rand((B, T), generator=generator)
+    to_mask = chosen & (action < cfg.mask_token_prob)
+    to_random = chosen & (action >= cfg.mask_token_prob) & (action < cfg.mask_token_prob + cfg.random_token_prob)
+    random_ids = torch.randint(vocab_size, (B, T), generator=generator)
+
+    corrupted = cpu_ids.clone()
+    corrupted[to_mask] = mask_id
+    corrupted[to_random] = random_ids[to_random]
+    labels = torch.where(chosen, cpu_ids, torch.full_like(cpu_ids, IGNORE))
+    return corrupted.to(device), labels.to(device)

@@ -1,0 +1,39 @@
+"""What every stage entry point does around its pipeline function.
+
+Validate the settings, apply the runtime group, run, and turn a user-fixable
+error (``LabError``) into one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+from omegaconf import DictConfig
+
+from pipeline.config import validate
+from pipeline.errors import LabError
+
+log = logging.getLogger("pipeline")
+
+
+def apply_runtime(cfg: DictConfig) -> None:
+    rt = cfg.get("runtime")
+    if rt is not None and rt.get("num_threads"):
+        torch.set_num_threads(int(rt.num_threads))
+
+
+def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    start = time.perf_counter()
+    try:
+        validate(cfg)
+        apply_runtime(cfg)
+        result = fn(cfg)
+    except LabError as e:
+        print(f"error: {name}: {e}", file=sys.stderr)
+        sys.exit(2)
+    log.info("%s finished in %.1f s", name, time.perf_counter() - start)
+    return result

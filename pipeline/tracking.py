@@ -1,0 +1,103 @@
+"""MLflow: where runs go, and what every run records.
+
+Default store: an embedded SQLite database in the project folder
+(``mlflow.db``), so no server is needed. ``tracking.uri`` or the
+``MLFLOW_TRACKING_URI`` environment variable points runs at a team server.
+Each run records the resolved config as params, the git commit and the hashes
+of its input data as tags.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+LOCAL_STORE = "sqlite:///mlflow.db"
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
+
+
+def flatten_config(cfg: DictConfig) -> dict[str, str]:
+    """``{"model.hidden_size": "128", ...}`` for MLflow params (values are strings there anyway)."""
+    out: dict[str, str] = {}
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            out[prefix[:-1]] = str(node)[:6000]
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def content_hash(path: str | Path) -> str:
+    """SHA-256 over the relative names and bytes of every file under ``path``."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def dvc_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
+    """``{out path: md5}`` for every stage output recorded in ``dvc.lock``."""
+    try:
+        lock = yaml.safe_load(Path(lock_file).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    out = {}
+    for stage in (lock.get("stages") or {}).values():
+        for o in stage.get("outs", []):
+            if "md5" in o:
+                out[o["path"]] = o["md5"]
+    return out
+
+
+def run_tags(inputs: Mapping[str, str | Path], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Tags for a run: git commit, and for each named input its content hash and DVC's md5 when recorded."""
+    tags = {"git_commit": git_commit()}
+    recorded = dvc_hashes()
+    for name, p in inputs.items():
+        tags[f"data.{name}.path"] = str(p)
+        tags[f"data.{name}.sha256"] = content_hash(p)
+        if str(p) in recorded:
+            tags[f"data.{name}.dvc_md5"] = recorded[str(p)]
+    tags.update(extra or {})
+    return tags
+
+
+def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str]):
+    """Lightning's MLflow logger with the resolved config logged as params."""
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
+                          tracking_uri=tracking_uri(cfg), tags=dict(tags))
+    logger.log_hyperparams(flatten_config(cfg))
+    return logger
+
+
+def metric_history(client, run_id: str, key: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]

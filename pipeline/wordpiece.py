@@ -1,0 +1,101 @@
+"""WordPiece vocabulary training with Hugging Face ``tokenizers``.
+
+The output folder holds ``vocab.txt`` (one token per line, id = line number)
+and ``tokenizer.json`` (BERT normalisation, pre-tokenisation, WordPiece and the
+``[CLS] A [SEP] B [SEP]`` template), which ``transformers.BertTokenizerFast``
+loads unchanged.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from pipeline.config import SPECIAL_TOKENS
+from pipeline.errors import DataError
+from pipeline.io import atomic_dir
+
+PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
+
+
+def new_tokenizer(lowercase: bool = True, strip_accents: bool | None = None) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
+    # BertNormalizer: clean control chars, pad CJK characters with spaces (the
+    # original tokenizer splits them), lowercase and strip accents if uncased.
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    return tok
+
+
+def add_bert_template(tok: Tokenizer) -> None:
+    cls_id, sep_id = tok.token_to_id(CLS), tok.token_to_id(SEP)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{CLS}:0 $A:0 {SEP}:0",
+        pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
+        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
+    )
+
+
+def train_wordpiece(sentences: Iterable[str], out_dir: str | Path, *, vocab_size: int, min_frequency: int = 2,
+                    limit_alphabet: int = 1000, lowercase: bool = True, strip_accents: bool | None = None,
+                    progress: bool = True) -> dict:
+    """Train a WordPiece vocabulary on ``sentences`` and write it to ``out_dir``; return statistics."""
+    tok = new_tokenizer(lowercase, strip_accents)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, limit_alphabet=limit_alphabet,
+        special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##", show_progress=progress)
+    tok.train_from_iterator(sentences, trainer=trainer)
+    vocab = tok.get_vocab()
+    if len(vocab) <= len(SPECIAL_TOKENS):
+        raise DataError("the corpus produced no vocabulary beyond the special tokens (is the train split empty?)")
+    for i, t in enumerate(SPECIAL_TOKENS):
+        assert vocab[t] == i, f"special token {t} has id {vocab[t]}, expected {i}"
+    add_bert_template(tok)
+    with atomic_dir(out_dir) as tmp:
+        tok.save(str(tmp / "tokenizer.json"))
+        with open(tmp / "vocab.txt", "w", encoding="utf-8") as f:
+            for token, _ in sorted(vocab.items(), key=lambda kv: kv[1]):
+                f.write(token + "\n")
+        (tmp / "tokenizer_config.json").write_text(json.dumps({
+            "tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
+            "strip_accents": strip_accents, "tokenize_chinese_chars": True,
+            "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
+            "model_max_length": 512}, indent=2) + "\n", encoding="utf-8")
+    return {"vocab_size": len(vocab), "requested_vocab_size": vocab_size}
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    f = Path(path) / "tokenizer.json"
+    if not f.exists():
+        raise DataError(f"{f}: tokenizer not found (run the train_wordpiece stage first)")
+    return Tokenizer.from_file(str(f))
+
+
+def special_ids(tok: Tokenizer) -> dict[str, int]:
+    return {t.strip("[]").lower(): tok.token_to_id(t) for t in SPECIAL_TOKENS}
+
+
+def encode_documents(tok: Tokenizer, documents: Iterable[list[str]], batch: int = 1000) -> Iterator[list[list[int]]]:
+    """WordPiece ids of each sentence of each document, without special tokens."""
+    for doc in documents:
+        ids: list[list[int]] = []
+        for i in range(0, len(doc), batch):
+            ids.extend(e.ids for e in tok.encode_batch(doc[i:i + batch], add_special_tokens=False))
+        yield [s for s in ids if s]
+
+
+def tokenizer_stats(tok: Tokenizer, documents: Iterable[list[str]]) -> dict:
+    """How the vocabulary fits held-out text: word pieces per word and the [UNK] rate."""
+    unk = tok.token_to_id(UNK)
+    words = pieces = unknown = 0
+    for doc in documents:
+        for enc in tok.encode_batch(doc, add_special_tokens=False):
+            words += len(set(w for w in enc.word_ids if w is not None))
+            pieces += len(enc.ids)
+            unknown += sum(i == unk for i in enc.ids)
+    return {"valid_pieces_per_word": round(pieces / max(words, 1), 4),
+            "valid_unk_rate": round(unknown / max(pieces, 1), 6)}

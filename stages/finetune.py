@@ -1,0 +1,15 @@
+"""DVC stage finetune: pretrained export + task data -> metrics per mode and seed."""
+import hydra
+from omegaconf import DictConfig
+
+from pipeline.finetune import finetune
+from pipeline.stage import run_stage
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    return run_stage("finetune", finetune, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""DVC stage pretrain: examples + tokenizer -> checkpoint, Hugging Face export, metrics."""
+import hydra
+from omegaconf import DictConfig
+
+from pipeline.pretrain import pretrain
+from pipeline.stage import run_stage
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    return run_stage("pretrain", pretrain, cfg)
+
+
+if __name__ == "__main__":
+    main()

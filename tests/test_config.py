@@ -1,0 +1,55 @@
+"""conf/ is the single source of truth: params.yaml agrees with it, bad values fail early."""
+from __future__ import annotations
+
+import yaml
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline.config import compose, validate
+from pipeline.errors import ConfigError
+
+from conftest import ROOT, run_stage
+
+
+def test_params_yaml_is_conf_composed():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert params == OmegaConf.to_container(compose(), resolve=True)
+
+
+def test_every_concern_has_a_group():
+    groups = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()}
+    assert {"corpus", "tokenizer", "pairs", "masking", "objective", "model", "optim", "trainer", "task",
+            "tracking", "runtime"} <= groups
+
+
+@pytest.mark.parametrize("override, key", [
+    ("masking.mlm_probability=1.5", "masking.mlm_probability=1.5"),
+    ("model.hidden_size=129", "model.hidden_size=129"),
+    ("masking.keep_prob=0.3", "masking.mask_token_prob + random_token_prob + keep_prob"),
+    ("pairs.max_seq_length=256", "pairs.max_seq_length=256"),
+    ("tokenizer.vocab_size=4", "tokenizer.vocab_size=4"),
+    ("optim.lr=-1", "optim.lr=-1"),
+    ("finetune.modes=[pretrained,frozen]", "finetune.modes"),
+])
+def test_invalid_settings_name_key_and_value(override, key):
+    with pytest.raises(ConfigError) as e:
+        validate(compose([override]))
+    assert key in str(e.value) and "expected" in str(e.value)
+
+
+def test_demo_and_tiny_configs_are_valid():
+    validate(compose())
+    validate(compose(["experiment=tiny"]))
+
+
+def test_dvc_path_reads_params_yaml():
+    """What DVC runs (--config-name from_params) sees exactly params.yaml."""
+    r = run_stage("pretrain", "--config-dir", ".", "--config-name", "from_params", "--cfg", "job")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout) == yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def test_stage_does_not_leave_hydra_files(tmp_path):
+    r = run_stage("prepare_corpus", "--cfg", "job", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert not (ROOT / "outputs").exists() and not (ROOT / ".hydra").exists()
