@@ -1,0 +1,456 @@
+"""BERT (Devlin et al., 2019) in plain PyTorch, top to bottom as the paper describes it.
+
+Token, position and segment embeddings are summed and normalised; a stack of
+post-LayerNorm Transformer encoder blocks follows; a masked-LM head (tied to the
+token embeddings) and a next-sentence head sit on top.
+
+Parameter names are *identical* to ``transformers.BertForPreTraining`` /
+``BertForSequenceClassification``, so state dicts move between the two without
+renaming (``tests/test_model_parity.py`` proves the outputs agree). Keep them so:
+odd names such as ``LayerNorm`` and ``attention.self`` are that contract, not taste.
+
+Shapes: B batch, T sequence length, H hidden size, V vocabulary, N masked tokens,
+nh heads, hd = H / nh head size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+# Names as Hugging Face spells them in config.json. "gelu" is the exact erf GELU of the
+# original BERT; "gelu_new" is the tanh approximation of GPT (within 1e-7 of HF's own).
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "gelu_new": _gelu_tanh,
+    "gelu_pytorch_tanh": _gelu_tanh,
+}
+
+
+# ---------------------------------------------------------------------------- config
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # exact erf GELU, as Hugging Face "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
+
+    def __post_init__(self) -> None:
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"model.{key}={value!r} must be a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"model.hidden_size={self.hidden_size} is not divisible by "
+                f"model.num_attention_heads={self.num_attention_heads}"
+            )
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f"model.{key}={value!r} must be a probability in [0, 1)")
+        for key in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"model.{key}={value!r} must be a positive number")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"model.hidden_act={self.hidden_act!r} is not one of {sorted(ACTIVATIONS)}")
+        if isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int) \
+                or not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"model.pad_token_id={self.pad_token_id!r} must be a token id in [0, model.vocab_size={self.vocab_size})"
+            )
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"model.causal={self.causal!r} must be true or false")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+class EncoderOutput(NamedTuple):
+    last_hidden_state: torch.Tensor  # (B, T, H)
+    pooler_output: torch.Tensor | None  # (B, H): tanh(dense([CLS])); None without a pooler
+    hidden_states: tuple[torch.Tensor, ...] | None  # L+1 x (B, T, H): embeddings, then each block
+
+
+class PreTrainingOutput(NamedTuple):
+    mlm_logits: torch.Tensor  # (N, V) at masked_positions, else (B, T, V)
+    nsp_logits: torch.Tensor  # (B, 2): 0 = B follows A, 1 = B is random (HF's convention)
+    hidden: torch.Tensor  # (B, T, H) last hidden state
+
+
+# ------------------------------------------------------------------------ embeddings
+
+
+class BertEmbeddings(nn.Module):
+    """Learned token + segment + position embeddings, summed, then LayerNorm (post-sum)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        T = input_ids.shape[1]
+        if T > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence length {T} exceeds model.max_position_embeddings={self.position_embeddings.num_embeddings}"
+            )
+        x = self.word_embeddings(input_ids)  # (B, T, H)
+        # Summed in Hugging Face's order (token, segment, position) so float rounding matches too.
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]  # every token in segment A, without a gather
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings.weight[:T]  # (T, H) broadcast over the batch
+        return self.dropout(self.LayerNorm(x))
+
+
+# ------------------------------------------------------------------------- attention
+
+
+def sdpa_mask(attention_mask: torch.Tensor | None, T: int, causal: bool) -> tuple[torch.Tensor | None, bool]:
+    """The (mask, is_causal) pair for scaled_dot_product_attention.
+
+    attention_mask is (B, T), 1 for real tokens and 0 for padding. Without padding no mask
+    is passed at all, so SDPA can pick its fastest (flash / memory-efficient) kernel.
+    Only keys are masked: a padded query still attends to the real tokens, as in
+    Hugging Face, and its output is simply never used.
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None, causal
+    keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+    if causal:
+        # Right padding assumed: with left padding a causal query could see no key at all.
+        later = torch.ones(T, T, dtype=torch.bool, device=keep.device).tril()  # (T, T)
+        keep = keep & later  # (B, 1, T, T)
+    return keep, False
+
+
+class BertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention; all heads in one SDPA call."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        # Attention dropout lives inside SDPA; a plain float keeps no extra module in the state dict.
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
+        B, T, H = x.shape
+        # (B, T, H) -> (B, nh, T, hd)
+        q = self.query(x).view(B, T, self.num_heads, self.head_size).transpose(1, 2)
+        k = self.key(x).view(B, T, self.num_heads, self.head_size).transpose(1, 2)
+        v = self.value(x).view(B, T, self.num_heads, self.head_size).transpose(1, 2)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=self.dropout_p if self.training else 0.0
+        )  # (B, nh, T, hd)
+        return y.transpose(1, 2).reshape(B, T, H)
+
+
+class BertSelfOutput(nn.Module):
+    """Project the heads back, dropout, then residual + LayerNorm (post-LN, as in BERT)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(y)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
+        return self.output(self.self(x, mask, is_causal), x)
+
+
+# ----------------------------------------------------------------------------- block
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x))  # (B, T, intermediate_size)
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(h)) + residual)
+
+
+class BertLayer(nn.Module):
+    """One Transformer encoder block: attention sub-layer, then feed-forward sub-layer."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
+        a = self.attention(x, mask, is_causal)  # (B, T, H)
+        return self.output(self.intermediate(a), a)  # (B, T, H)
+
+
+# --------------------------------------------------------------------------- encoder
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, output_hidden_states: bool = False
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        states = [x] if output_hidden_states else None
+        for block in self.layer:
+            x = block(x, mask, is_causal)
+            if states is not None:
+                states.append(x)
+        return x, tuple(states) if states is not None else None
+
+
+class BertPooler(nn.Module):
+    """Sentence representation for NSP and classification: tanh(dense(h_[CLS]))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(h[:, 0]))  # (B, H)
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """Hugging Face's BERT initialisation: N(0, std) weights, zero biases, identity LayerNorm."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+class BertModel(nn.Module):
+    """Embeddings + encoder stack (+ pooler): the part every downstream task shares."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        token_type_ids: torch.Tensor | None = None,  # (B, T) segment 0 = A, 1 = B
+        attention_mask: torch.Tensor | None = None,  # (B, T) 1 = real token, 0 = padding
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        mask, is_causal = sdpa_mask(attention_mask, input_ids.shape[1], self.config.causal)
+        x, states = self.encoder(x, mask, is_causal, output_hidden_states)
+        pooled = self.pooler(x) if self.pooler is not None else None
+        return EncoderOutput(x, pooled, states)
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.act(self.dense(h)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """Masked-LM head. The decoder's weight is the token embedding matrix and its bias is
+    ``bias``, both tied by the owning model, so ``decoder.*`` appear in the state dict just
+    as they do in Hugging Face's."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(h))  # (..., H) -> (..., V)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with its two pre-training heads: masked LM (or left-to-right LM when
+    ``config.causal``) and next-sentence prediction."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.cls.apply(lambda m: init_weights(m, config.initializer_range))
+        nn.init.zeros_(self.cls.predictions.bias)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Share the output projection with the input embeddings (Press & Wolf, 2017), as BERT does.
+
+        ``load_state_dict`` copies in place and keeps the tie; call this again after anything
+        that replaces Parameter objects (``load_state_dict(assign=True)``, resizing the vocabulary).
+        """
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+        self.cls.predictions.decoder.bias = self.cls.predictions.bias
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        token_type_ids: torch.Tensor | None = None,  # (B, T)
+        attention_mask: torch.Tensor | None = None,  # (B, T) 1 = real token
+        masked_positions: torch.Tensor | None = None,  # (B, T) bool
+    ) -> PreTrainingOutput:
+        """With ``masked_positions`` the vocabulary projection, by far the largest matmul for
+        small models, runs only at the N masked tokens (about 15% of them) instead of all B*T."""
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        h = out.last_hidden_state  # (B, T, H)
+        if masked_positions is not None:
+            if masked_positions.dtype != torch.bool or masked_positions.shape != input_ids.shape:
+                raise ValueError(
+                    f"masked_positions must be a bool tensor shaped like input_ids {tuple(input_ids.shape)}, "
+                    f"got {masked_positions.dtype} {tuple(masked_positions.shape)}"
+                )
+            mlm_logits = self.cls.predictions(h[masked_positions])  # (N, H) -> (N, V), row-major order
+        else:
+            mlm_logits = self.cls.predictions(h)  # (B, T, V)
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        return PreTrainingOutput(mlm_logits, nsp_logits, h)
+
+
+def pretraining_loss(
+    out: PreTrainingOutput, mlm_labels: torch.Tensor, nsp_labels: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(total, mlm_loss, nsp_loss): mean cross-entropies, total = mlm + nsp as in Hugging Face.
+
+    ``mlm_labels`` must match ``out.mlm_logits``:
+      * full logits (B, T, V): labels (B, T), -100 where no prediction is scored
+        (exactly HF's ``labels``; also the shape for a shifted left-to-right LM);
+      * gathered logits (N, V) from ``masked_positions``: labels (N,) are the original
+        tokens at those positions, i.e. ``labels[masked_positions]``.
+    Either way the MLM loss is the mean over scored tokens, so both give the same number.
+    ``nsp_labels`` (B,) uses 0 = IsNext, 1 = NotNext; without it nsp_loss is None and
+    total is the MLM loss alone (the "No NSP" ablation).
+    """
+    logits = out.mlm_logits
+    if logits.shape[:-1] != mlm_labels.shape:
+        raise ValueError(
+            f"mlm_labels shape {tuple(mlm_labels.shape)} does not match mlm_logits {tuple(logits.shape)} "
+            "(gathered logits need gathered labels)"
+        )
+    # float(): a bf16 log-softmax over a whole vocabulary loses too much precision.
+    mlm_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), mlm_labels.reshape(-1), ignore_index=-100)
+    if nsp_labels is None:
+        return mlm_loss, mlm_loss, None
+    nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.reshape(-1))
+    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
+
+
+class BertForSequenceClassification(nn.Module):
+    """GLUE-style head on the pooled [CLS] vector; ``num_labels=1`` means regression."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2):
+        super().__init__()
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"num_labels={num_labels!r} must be a positive integer (1 for regression)")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        token_type_ids: torch.Tensor | None = None,  # (B, T)
+        attention_mask: torch.Tensor | None = None,  # (B, T)
+    ) -> torch.Tensor:
+        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooler_output  # (B, H)
+        return self.classifier(self.dropout(pooled))  # (B, num_labels)
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Trainable parameters, the tied embedding counted once (BERT-Base: about 110M)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+__all__ = [
+    "ACTIVATIONS", "BertConfig", "EncoderOutput", "PreTrainingOutput", "BertEmbeddings", "BertSelfAttention",
+    "BertLayer", "BertEncoder", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
+    "pretraining_loss", "init_weights", "sdpa_mask", "num_parameters",
+]

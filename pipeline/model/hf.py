@@ -1,0 +1,265 @@
+"""Hugging Face-format model folders, both ways, without importing ``transformers``.
+
+A folder written by :func:`save_hf` loads unchanged with
+``transformers.BertForPreTraining.from_pretrained`` (or ``AutoModel``/``AutoTokenizer``),
+and :func:`load_hf` reads folders written by ``save_pretrained``, including old ones
+(``pytorch_model.bin``, ``LayerNorm.gamma``/``beta``, bare ``BertModel`` checkpoints
+without the ``bert.`` prefix).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from pipeline.model.bert import BertConfig, BertForPreTraining, BertForSequenceClassification
+
+log = logging.getLogger(__name__)
+
+# Tied to the word embeddings and cls.predictions.bias: Hugging Face stores neither and
+# re-ties them on load, and safetensors refuses to store one tensor under two names.
+TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+# BERT's special tokens, as BertTokenizer names them.
+SPECIAL_TOKENS = {
+    "unk_token": "[UNK]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "mask_token": "[MASK]",
+}
+
+_HF_DEFAULT_VOCAB_SIZE = 30522  # transformers.BertConfig's default, for config.json files that omit it
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def config_to_hf(config: BertConfig) -> dict[str, Any]:
+    """Our config as the fields of ``transformers.BertConfig`` (its config.json)."""
+    d = asdict(config)
+    causal = d.pop("causal")
+    d.update(
+        model_type="bert",
+        # HF's BertModel attends causally exactly when is_decoder is set, so a left-to-right
+        # model says so; a normal (bidirectional) BERT writes false.
+        is_decoder=causal,
+        add_cross_attention=False,
+        position_embedding_type="absolute",
+        classifier_dropout=None,
+        tie_word_embeddings=True,
+        use_cache=causal,
+    )
+    return d
+
+
+def config_from_hf(d: dict[str, Any]) -> BertConfig:
+    """``transformers.BertConfig`` fields (a parsed config.json) to our config."""
+    if d.get("model_type", "bert") != "bert":
+        raise ValueError(f"model_type={d['model_type']!r} is not supported, only 'bert'")
+    if d.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(
+            f"position_embedding_type={d['position_embedding_type']!r} is not supported, only 'absolute'"
+        )
+    if d.get("add_cross_attention"):
+        raise ValueError("add_cross_attention=true is not supported: BERT here is an encoder only")
+    kwargs = {f.name: d[f.name] for f in fields(BertConfig) if f.name in d and f.name != "causal"}
+    kwargs.setdefault("vocab_size", _HF_DEFAULT_VOCAB_SIZE)
+    if kwargs.get("pad_token_id") is None:
+        kwargs["pad_token_id"] = 0  # HF allows none; only the initial zero row depends on it
+    return BertConfig(**kwargs, causal=bool(d.get("is_decoder", False)))
+
+
+# -------------------------------------------------------------------------------- save
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The model under a torch.compile or DistributedDataParallel wrapper."""
+    model = getattr(model, "_orig_mod", model)
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        model = model.module
+    return getattr(model, "_orig_mod", model)
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    """Rename the finished ``tmp`` over ``target``; a reader never sees half a folder."""
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_hf(
+    model: nn.Module,
+    out_dir: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike | None = None,
+    do_lower_case: bool = True,
+) -> Path:
+    """Write ``model`` (BertForPreTraining, BertForSequenceClassification or BertModel) as a
+    Hugging Face folder: config.json + model.safetensors, and with ``tokenizer_dir`` (a
+    folder holding vocab.txt and, optionally, tokenizer.json) the tokenizer files too.
+
+    The folder is built next to ``out_dir`` and renamed into place, so a crash leaves
+    either the previous folder or none.
+    """
+    model = _unwrap(model)
+    out_dir = Path(out_dir)
+    hf_config = config_to_hf(model.config)
+    hf_config["architectures"] = [type(model).__name__]
+    hf_config["dtype"] = str(next(model.parameters()).dtype).removeprefix("torch.")
+    if isinstance(model, BertForSequenceClassification):
+        # HF reads num_labels from the size of id2label.
+        hf_config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
+        hf_config["label2id"] = {f"LABEL_{i}": i for i in range(model.num_labels)}
+        if model.num_labels == 1:
+            hf_config["problem_type"] = "regression"
+    tensors = {
+        k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in TIED_KEYS
+    }
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        if tokenizer_dir is not None:
+            _write_tokenizer(Path(tokenizer_dir), tmp, do_lower_case, model.config.max_position_embeddings)
+        _replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _write_tokenizer(src: Path, dst: Path, do_lower_case: bool, max_length: int) -> None:
+    if not (src / "vocab.txt").is_file():
+        raise FileNotFoundError(f"no vocab.txt in tokenizer folder {src}")
+    shutil.copyfile(src / "vocab.txt", dst / "vocab.txt")
+    if (src / "tokenizer.json").is_file():
+        shutil.copyfile(src / "tokenizer.json", dst / "tokenizer.json")
+    tokenizer_config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": do_lower_case,
+        "model_max_length": max_length,
+        "tokenize_chinese_chars": True,
+        "strip_accents": None,
+        **SPECIAL_TOKENS,
+    }
+    for name, content in (("tokenizer_config.json", tokenizer_config), ("special_tokens_map.json", SPECIAL_TOKENS)):
+        (dst / name).write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# -------------------------------------------------------------------------------- load
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: not a Hugging Face model folder")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is unreadable: {e}") from e
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """model.safetensors, its sharded form, or the older pytorch_model.bin."""
+    single, index, legacy = folder / "model.safetensors", folder / "model.safetensors.index.json", folder / "pytorch_model.bin"
+    if single.is_file():
+        files = [single]
+    elif index.is_file():
+        try:
+            files = [folder / shard for shard in sorted(set(_read_json(index)["weight_map"].values()))]
+        except (KeyError, AttributeError, TypeError) as e:
+            raise ValueError(f"{index} has no valid weight_map") from e
+    elif legacy.is_file():
+        files = [legacy]
+    else:
+        raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {folder}")
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        try:
+            if file.suffix == ".bin":
+                state.update(torch.load(file, map_location="cpu", weights_only=True))
+            else:
+                state.update(load_file(str(file), device="cpu"))
+        except Exception as e:  # safetensors and torch.load raise several unrelated types for a bad file
+            raise ValueError(f"{file} is unreadable: {type(e).__name__}: {e}") from e
+    return state
+
+
+def _rename(state: dict[str, torch.Tensor], expected: set[str]) -> dict[str, torch.Tensor]:
+    """Map checkpoint names onto ours: old LayerNorm names, the ``bert.`` prefix, tied heads."""
+    has_prefix = any(k.startswith("bert.") for k in expected)
+    out = {}
+    for key, value in state.items():
+        key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if has_prefix and key.split(".", 1)[0] in ("embeddings", "encoder", "pooler"):
+            key = "bert." + key  # a bare BertModel checkpoint
+        elif not has_prefix and key.startswith("bert."):
+            key = key.removeprefix("bert.")  # a model with heads, loaded as a bare BertModel
+        out[key] = value
+    # Some old checkpoints keep the output bias only under the decoder's name.
+    if "cls.predictions.decoder.bias" in out and "cls.predictions.bias" not in out:
+        out["cls.predictions.bias"] = out["cls.predictions.decoder.bias"]
+    for key in TIED_KEYS:
+        out.pop(key, None)
+    return out
+
+
+def load_hf(path: str | os.PathLike, model_cls: type[nn.Module] = BertForPreTraining, **kwargs: Any) -> nn.Module:
+    """Build ``model_cls(config, **kwargs)`` from a Hugging Face folder and load its weights.
+
+    The encoder (embeddings and every block) must be complete, else ValueError. Heads the
+    folder lacks (a classifier when starting from a pre-training checkpoint, or a pooler)
+    stay freshly initialised and are listed in a warning; weights the model has no place
+    for (e.g. the pre-training heads when fine-tuning) are dropped. Returned in eval mode,
+    as ``from_pretrained`` does.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
+    hf_config = _read_json(folder / "config.json")
+    try:
+        config = config_from_hf(hf_config)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{folder / 'config.json'}: {e}") from e
+    if issubclass(model_cls, BertForSequenceClassification) and "num_labels" not in kwargs and "id2label" in hf_config:
+        kwargs["num_labels"] = len(hf_config["id2label"])
+    model = model_cls(config, **kwargs)
+
+    expected = set(model.state_dict())
+    state = _rename(_read_weights(folder), expected)
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # shape mismatches
+        raise ValueError(f"weights in {folder} do not fit {model_cls.__name__} built from its config.json: {e}") from e
+    missing = [k for k in result.missing_keys if k not in TIED_KEYS]
+    backbone = ("bert.embeddings.", "bert.encoder.") if "bert.embeddings.word_embeddings.weight" in expected \
+        else ("embeddings.", "encoder.")
+    missing_backbone = [k for k in missing if k.startswith(backbone)]
+    if missing_backbone:
+        raise ValueError(
+            f"{folder} lacks {len(missing_backbone)} encoder weight(s), e.g. {missing_backbone[:3]}: "
+            "not a complete BERT checkpoint for this config"
+        )
+    if missing:
+        log.warning("%s: freshly initialised (not in the checkpoint): %s", folder, ", ".join(missing))
+    if result.unexpected_keys:
+        log.info("%s: ignored checkpoint weights: %s", folder, ", ".join(result.unexpected_keys))
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return model.eval()
+
+
+__all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "TIED_KEYS"]
