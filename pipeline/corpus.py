@@ -82,7 +82,7 @@ def bible_documents() -> Iterator[Document]:
         yield current
 
 
-def expand_paths(patterns: str | Sequence[str], key: str = "corpus.paths") -> list[Path]:
+def expand_paths(patterns: str | Sequence[str], key: str = "corpus.source.paths") -> list[Path]:
     """Files matching each pattern, in a stable order; a pattern matching nothing is an error."""
     if isinstance(patterns, (str, Path)):
         patterns = [patterns]
