@@ -83,9 +83,10 @@ class SequenceClassification(L.LightningModule):
 def build_model(mode: str, export_dir: Path, num_labels: int, seed: int) -> BertForSequenceClassification:
     torch.manual_seed(seed)  # the classifier head (and, from scratch, everything) starts from this seed
     if mode == "pretrained":
-        return load_hf(export_dir, BertForSequenceClassification, num_labels=num_labels)
-    config = config_from_hf(read_json(export_dir / "config.json"))
-    return BertForSequenceClassification(config, num_labels=num_labels)
+        model = load_hf(export_dir, BertForSequenceClassification, num_labels=num_labels)
+    else:
+        model = BertForSequenceClassification(config_from_hf(read_json(export_dir / "config.json")), num_labels)
+    return model.train()  # load_hf returns eval mode; both starts must train with dropout alike
 
 
 def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[dict], mode: str, seed: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from pathlib import Path
 
 import lightning.pytorch as L
@@ -28,6 +29,8 @@ from pipeline.tracking import metric_history, mlflow_logger, run_tags
 from pipeline.wordpiece import load_tokenizer, special_ids
 
 log = logging.getLogger(__name__)
+# Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
+warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
 
 
 def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig:
@@ -130,8 +133,8 @@ def pretrain(cfg: DictConfig) -> dict:
             enable_progress_bar=cfg.runtime.progress, enable_model_summary=False, num_sanity_val_steps=0,
             default_root_dir=str(tmp),
             callbacks=[
-                ModelCheckpoint(dirpath=tmp / "checkpoints", filename="last", save_top_k=0, save_last=False,
-                                every_n_train_steps=cfg.trainer.val_check_interval, save_on_train_epoch_end=False),
+                ModelCheckpoint(dirpath=tmp / "checkpoints", save_top_k=0, save_last=True,
+                                every_n_train_steps=cfg.trainer.val_check_interval),
                 ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0], length_fn=tokens_per_batch,
                                   separator="/"),
             ],
@@ -140,7 +143,7 @@ def pretrain(cfg: DictConfig) -> dict:
         trainer.fit(module, datamodule=data)
         train_seconds = time.perf_counter() - start
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
-        trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt")
+        trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         model = module.model._orig_mod if hasattr(module.model, "_orig_mod") else module.model
         save_hf(model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)
         run_id = logger.run_id

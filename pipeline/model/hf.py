@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from pipeline.io import atomic_dir
 from pipeline.model.bert import BertConfig, BertForPreTraining, BertForSequenceClassification
 
 log = logging.getLogger(__name__)
@@ -89,15 +90,6 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return getattr(model, "_orig_mod", model)
 
 
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Rename the finished ``tmp`` over ``target``; a reader never sees half a folder."""
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def save_hf(
     model: nn.Module,
     out_dir: str | os.PathLike,
@@ -126,19 +118,11 @@ def save_hf(
         k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in TIED_KEYS
     }
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if tokenizer_dir is not None:
             _write_tokenizer(Path(tokenizer_dir), tmp, do_lower_case, model.config.max_position_embeddings)
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 

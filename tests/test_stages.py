@@ -1,0 +1,68 @@
+"""Stage entry points: bad input stops with one line, a non-zero exit and no partial outputs;
+dvc.yaml lists exactly the modules each stage imports."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_stage
+
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+
+
+def _paths(tmp: Path) -> list[str]:
+    return [f"paths.{k}={tmp / k}" for k in ("corpus", "tokenizer", "pairs", "pretrain", "metrics", "plots",
+                                             "reports")]
+
+
+def _assert_clean_failure(r: subprocess.CompletedProcess, stage: str, *fragments: str) -> None:
+    assert r.returncode == 2, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and r.stderr.strip().splitlines()[-1] == errors[0], r.stderr[-2000:]
+    assert errors[0].startswith(f"error: {stage}: ")
+    for f in fragments:
+        assert f in errors[0], errors[0]
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "no file matches"),
+    ("", "is empty"),
+    ("only one sentence.\n\nand another document of one.\n\nthird.\n", "every document is one sentence long"),
+])
+def test_prepare_corpus_bad_corpus(tmp_path, content, fragment):
+    f = tmp_path / "corpus.txt"
+    if content is not None:
+        f.write_text(content)
+    r = run_stage("prepare_corpus", "corpus=text", f"corpus.source.paths=[{f}]", "runtime.progress=false",
+                  *_paths(tmp_path))
+    _assert_clean_failure(r, "prepare_corpus", fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["corpus.txt"] if content is not None else [])
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("masking.mlm_probability=1.5", "masking.mlm_probability=1.5"),
+    ("model.hidden_size=129", "model.hidden_size=129 is not allowed: expected a multiple of"),
+])
+def test_pretrain_bad_settings(tmp_path, override, fragment):
+    r = run_stage("pretrain", override, *_paths(tmp_path))
+    _assert_clean_failure(r, "pretrain", fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _imported_modules(stage: str) -> set[str]:
+    code = ("import sys, stages.%s; print('\\n'.join(m.__file__ for m in list(sys.modules.values()) "
+            "if getattr(m, '__file__', None) and m.__name__.split('.')[0] in ('pipeline', 'stages')))" % stage)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    files = {Path(p).resolve().relative_to(ROOT).as_posix() for p in out.split()}
+    return {f for f in files if (ROOT / f).read_text().strip()}  # empty __init__.py files carry no code
+
+
+@pytest.mark.parametrize("stage", list(DVC["stages"]))
+def test_dvc_deps_are_exactly_the_imported_modules(stage):
+    deps = {d for d in DVC["stages"][stage]["deps"] if d.endswith(".py")}
+    assert deps == _imported_modules(stage)
