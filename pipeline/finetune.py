@@ -14,6 +14,7 @@ import lightning.pytorch as L
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import TQDMProgressBar
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 from torchmetrics.classification import MulticlassAccuracy
@@ -110,7 +111,8 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
                         precision=cfg.runtime.precision, logger=logger, deterministic=True,
                         enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
                         enable_progress_bar=cfg.runtime.progress, log_every_n_steps=10,
-                        gradient_clip_val=1.0, default_root_dir=None)
+                        gradient_clip_val=1.0, default_root_dir=None,
+                        callbacks=[TQDMProgressBar(refresh_rate=10)] if cfg.runtime.progress else None)
     trainer.fit(module, train_loader, dev_loader)
     final = trainer.validate(module, dev_loader, verbose=False)[0]
     return {"seed": seed, "accuracy": round(float(final["val/accuracy"]), 6),

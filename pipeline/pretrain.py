@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lightning.pytorch as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 from omegaconf import DictConfig, OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -137,6 +137,8 @@ def pretrain(cfg: DictConfig) -> dict:
                                 every_n_train_steps=cfg.trainer.val_check_interval),
                 ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0], length_fn=tokens_per_batch,
                                   separator="/"),
+                # tqdm rather than rich: it also updates in logs and under `dvc repro` without a terminal.
+                *([TQDMProgressBar(refresh_rate=10)] if cfg.runtime.progress else []),
             ],
         )
         start = time.perf_counter()
