@@ -119,6 +119,10 @@ def validate(cfg: DictConfig) -> None:
                 _check(cfg, f"task.data.{k}", lambda v: v is None or (_int(v) and v >= 1),
                        "a positive integer or null (optional)")
         _check(cfg, "task.max_seq_length", lambda v: _int(v) and v >= 4, "an integer >= 4")
+        if "model" in cfg and cfg.task.max_seq_length > cfg.model.max_position_embeddings:
+            raise ConfigError(
+                f"task.max_seq_length={cfg.task.max_seq_length} is not allowed: expected at most "
+                f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
     if "runtime" in cfg:
         _check(cfg, "runtime.num_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),

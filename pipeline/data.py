@@ -12,7 +12,11 @@ from pipeline.pairs import PairsDataset
 
 
 def pad_collate(items: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """Stack examples into (B, T) tensors, T = the longest example (dynamic padding)."""
+    """Stack examples into (B, T) tensors, T = the longest example (dynamic padding).
+
+    ``input_ids`` and ``token_type_ids`` are padded and an ``attention_mask`` is
+    added; every other key holds one number per example and becomes a (B,) tensor.
+    """
     T = max(len(it["input_ids"]) for it in items)
     B = len(items)
     input_ids = np.full((B, T), pad_id, dtype=np.int64)
@@ -23,12 +27,14 @@ def pad_collate(items: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:
         input_ids[i, :n] = it["input_ids"]
         token_type_ids[i, :n] = it["token_type_ids"]
         attention_mask[i, :n] = 1
-    return {
+    batch = {
         "input_ids": torch.from_numpy(input_ids),
         "token_type_ids": torch.from_numpy(token_type_ids),
         "attention_mask": torch.from_numpy(attention_mask),
-        "next_sentence_label": torch.tensor([int(it["next_sentence_label"]) for it in items]),
     }
+    for key in items[0].keys() - batch.keys():
+        batch[key] = torch.tensor([it[key] for it in items])
+    return batch
 
 
 class PairsDataModule(L.LightningDataModule):

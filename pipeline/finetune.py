@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import TQDMProgressBar
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 from torchmetrics.classification import MulticlassAccuracy
 
+from pipeline.data import pad_collate
 from pipeline.io import read_json, write_json
 from pipeline.model.bert import BertForSequenceClassification
 from pipeline.model.hf import config_from_hf, load_hf
@@ -39,20 +40,6 @@ def encode(tok, examples: list[Example], max_seq_length: int) -> list[dict]:
             for enc, e in zip(encodings, examples)]
 
 
-def collate(items: list[dict]) -> dict[str, torch.Tensor]:
-    T = max(len(it["input_ids"]) for it in items)
-    ids = torch.zeros((len(items), T), dtype=torch.long)
-    types = torch.zeros_like(ids)
-    mask = torch.zeros_like(ids)
-    for i, it in enumerate(items):
-        n = len(it["input_ids"])
-        ids[i, :n] = torch.tensor(it["input_ids"])
-        types[i, :n] = torch.tensor(it["token_type_ids"])
-        mask[i, :n] = 1
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask,
-            "labels": torch.tensor([it["label"] for it in items])}
-
-
 class SequenceClassification(L.LightningModule):
     def __init__(self, model: BertForSequenceClassification, num_labels: int, optim: dict, total_steps: int):
         super().__init__()
@@ -61,13 +48,13 @@ class SequenceClassification(L.LightningModule):
 
     def step(self, batch: dict, split: str) -> torch.Tensor:
         logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(logits, batch["labels"])
-        B = len(batch["labels"])
+        loss = F.cross_entropy(logits, batch["label"])
+        B = len(batch["label"])
         if split == "train":
             self.log("train/loss", loss, prog_bar=True, batch_size=B)
         else:
             self.log("val/loss", loss, on_epoch=True, batch_size=B)
-            self.val_acc(logits, batch["labels"])
+            self.val_acc(logits, batch["label"])
             self.log("val/accuracy", self.val_acc, on_epoch=True, prog_bar=True, batch_size=B)
         return loss
 
@@ -96,8 +83,8 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
     model = build_model(mode, export_dir, len(task.labels), seed)
     ft = cfg.finetune
     g = torch.Generator().manual_seed(seed)
-    train_loader = DataLoader(train, batch_size=ft.batch_size, shuffle=True, generator=g, collate_fn=collate)
-    dev_loader = DataLoader(dev, batch_size=64, collate_fn=collate)
+    train_loader = DataLoader(train, batch_size=ft.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
+    dev_loader = DataLoader(dev, batch_size=64, collate_fn=pad_collate)
     total = ft.epochs * len(train_loader)
     optim = {"lr": ft.lr, "weight_decay": ft.weight_decay, "warmup_ratio": ft.warmup_ratio,
              "betas": [0.9, 0.999], "eps": 1e-6}

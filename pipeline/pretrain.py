@@ -7,8 +7,7 @@ same on every rerun.
 """
 from __future__ import annotations
 
-import logging
-import math
+import csv
 import time
 import warnings
 from pathlib import Path
@@ -20,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
 from pipeline.data import PairsDataModule
-from pipeline.io import atomic_dir, write_json
+from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.masking import IGNORE, MaskingConfig, mask_tokens
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss
 from pipeline.model.hf import save_hf
@@ -28,7 +27,6 @@ from pipeline.optim import build_optimizer
 from pipeline.tracking import metric_history, mlflow_logger, run_tags
 from pipeline.wordpiece import load_tokenizer, special_ids
 
-log = logging.getLogger(__name__)
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
 warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
 
@@ -146,10 +144,9 @@ def pretrain(cfg: DictConfig) -> dict:
         train_seconds = time.perf_counter() - start
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
-        model = module.model._orig_mod if hasattr(module.model, "_orig_mod") else module.model
-        save_hf(model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)
+        save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
         run_id = logger.run_id
-        write_json(tmp / "run.json", {"mlflow_run_id": run_id, "tracking_uri": logger._tracking_uri})
+        write_json(tmp / "run.json", {"mlflow_run_id": run_id})
 
     metrics = {k: round(float(v), 6) for k, v in final.items()}
     metrics.update({"steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
@@ -164,10 +161,6 @@ def pretrain(cfg: DictConfig) -> dict:
 
 def write_curves(logger, run_id: str, plots_dir: Path) -> None:
     """Training and validation curves from MLflow, as CSV files for ``dvc plots``."""
-    import csv
-
-    from pipeline.io import atomic_file
-
     client = logger.experiment
     for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/nsp_acc"],
                         "val": ["val/loss", "val/mlm_acc", "val/nsp_acc"]}.items():
