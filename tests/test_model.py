@@ -15,9 +15,8 @@ from pipeline.model import (
     pretraining_loss,
     save_hf,
 )
+from conftest import TINY_BERT as TINY
 
-TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=64)
 
 
 def tiny(**overrides):

@@ -16,9 +16,8 @@ from pipeline.model import (  # noqa: E402
     save_hf,
 )
 from pipeline.model.hf import config_from_hf, config_to_hf  # noqa: E402
+from conftest import TINY_BERT as TINY  # noqa: E402
 
-TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=64)
 ATOL = 1e-5
 
 
