@@ -24,6 +24,10 @@ def tracking_uri(cfg: DictConfig) -> str:
     return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
 
 
+# Never logged: a tracking URI can carry credentials (https://user:token@host).
+SECRET_KEYS = {"tracking.uri"}
+
+
 def flatten_config(cfg: DictConfig) -> dict[str, str]:
     """``{"model.hidden_size": "128", ...}`` for MLflow params (values are strings there anyway)."""
     out: dict[str, str] = {}
@@ -36,7 +40,7 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
             out[prefix[:-1]] = str(node)[:6000]
 
     walk(OmegaConf.to_container(cfg, resolve=True), "")
-    return out
+    return {k: v for k, v in out.items() if k not in SECRET_KEYS}
 
 
 def git_commit() -> str:
