@@ -6,7 +6,8 @@ positions (at least 1, at most ``max_predictions_per_seq``) are chosen among
 the non-special tokens; each chosen token becomes ``[MASK]`` with probability
 ``mask_token_prob``, a random vocabulary token with ``random_token_prob``, and
 stays unchanged otherwise. Labels hold the original id at chosen positions and
-``IGNORE`` elsewhere.
+``IGNORE`` elsewhere. With whole-word masking the ``##`` pieces of a word are
+chosen together (the 80/10/10 decision stays per piece, as in the original).
 """
 from __future__ import annotations
 
@@ -24,13 +25,36 @@ class MaskingConfig:
     random_token_prob: float = 0.1
     keep_prob: float = 0.1
     max_predictions_per_seq: int = 20
+    whole_word: bool = False
+
+
+def continuation_table(vocab: list[str]) -> torch.Tensor:
+    """(V,) bool: True for word pieces that continue a word (``##...``), for whole-word masking."""
+    return torch.tensor([t.startswith("##") for t in vocab], dtype=torch.bool)
+
+
+def _choose_whole_words(scores: torch.Tensor, candidates: torch.Tensor, continues: torch.Tensor,
+                        n_pred: torch.Tensor) -> torch.Tensor:
+    """Choose whole words in random order while their pieces fit in ``n_pred`` (B,)."""
+    B, T = scores.shape
+    starts = candidates & ~continues                                   # first piece of each word
+    pos = torch.arange(T).expand(B, T)
+    start_of = torch.cummax(torch.where(continues, torch.zeros_like(pos), pos), dim=1).values  # (B, T)
+    word_len = torch.zeros(B, T, dtype=torch.long).scatter_add_(1, start_of, candidates.long())
+    scores = scores.masked_fill(~starts, 2.0)
+    order = scores.argsort(dim=1)                                      # word starts first, shuffled
+    fits = (word_len.gather(1, order).cumsum(1) <= n_pred[:, None]) & (scores.gather(1, order) < 2.0)
+    chosen_start = torch.zeros(B, T, dtype=torch.bool).scatter_(1, order, fits)
+    return chosen_start.gather(1, start_of) & candidates
 
 
 def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, cfg: MaskingConfig, *, mask_id: int,
-                vocab_size: int, generator: torch.Generator, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                vocab_size: int, generator: torch.Generator, pad_id: int = 0,
+                continuation: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Corrupt ``input_ids`` (B, T) for masked LM.
 
     ``special`` (B, T) is True at [CLS], [SEP] and padding, which are never chosen.
+    ``continuation`` (V,) marks ``##`` pieces; it is required when ``cfg.whole_word``.
     Returns ``(corrupted (B, T), labels (B, T))``. All randomness comes from
     ``generator`` (a CPU generator), so a batch's mask depends only on its seed.
     """
@@ -44,11 +68,16 @@ def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, cfg: MaskingConf
                          max=cfg.max_predictions_per_seq)
     n_pred = torch.minimum(n_pred, candidates.sum(1))
 
-    # A random ranking of the candidates; the first n_pred of each row are chosen.
     scores = torch.rand((B, T), generator=generator)
-    scores[~candidates] = 2.0
-    ranks = scores.argsort(dim=1).argsort(dim=1)
-    chosen = ranks < n_pred[:, None]  # (B, T)
+    if cfg.whole_word:
+        if continuation is None:
+            raise ValueError("whole-word masking needs the vocabulary's continuation table")
+        chosen = _choose_whole_words(scores, candidates, continuation[cpu_ids] & candidates, n_pred)
+    else:
+        # A random ranking of the candidates; the first n_pred of each row are chosen.
+        scores[~candidates] = 2.0
+        ranks = scores.argsort(dim=1).argsort(dim=1)
+        chosen = ranks < n_pred[:, None]  # (B, T)
 
     action = torch.rand((B, T), generator=generator)
     to_mask = chosen & (action < cfg.mask_token_prob)

@@ -20,12 +20,12 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from pipeline.data import PairsDataModule
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.masking import IGNORE, MaskingConfig, mask_tokens
+from pipeline.masking import IGNORE, MaskingConfig, continuation_table, mask_tokens
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss
 from pipeline.model.hf import save_hf
 from pipeline.optim import build_optimizer
 from pipeline.tracking import metric_history, mlflow_logger, run_tags
-from pipeline.wordpiece import load_tokenizer, special_ids
+from pipeline.wordpiece import load_tokenizer, special_ids, vocab_list
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
 warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
@@ -43,9 +43,10 @@ def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
 
 class BertPretraining(L.LightningModule):
     def __init__(self, config: BertConfig, masking: MaskingConfig, *, nsp: bool, optim: dict, max_steps: int,
-                 seed: int, mask_id: int, cls_id: int, sep_id: int):
+                 seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None):
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["continuation"])
+        self.continuation = continuation  # (V,) bool, for whole-word masking
         self.model = BertForPreTraining(config)
         self.masking, self.nsp, self.optim, self.max_steps = masking, nsp, optim, max_steps
         self.seed, self.mask_id, self.vocab_size = seed, mask_id, config.vocab_size
@@ -61,7 +62,7 @@ class BertPretraining(L.LightningModule):
         ids = batch["input_ids"]
         special = (batch["attention_mask"] == 0) | (ids == self.cls_id) | (ids == self.sep_id)
         return mask_tokens(batch["input_ids"], special, self.masking, mask_id=self.mask_id,
-                           vocab_size=self.vocab_size, generator=g)
+                           vocab_size=self.vocab_size, generator=g, continuation=self.continuation)
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
         corrupted, labels = self._mask(batch, batch_idx, split)
@@ -111,7 +112,8 @@ def pretrain(cfg: DictConfig) -> dict:
                            seed=cfg.seed, num_workers=cfg.runtime.num_workers)
     module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
-                             seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"])
+                             seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"],
+                             continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None)
     if cfg.runtime.compile:
         module.model = torch.compile(module.model)
 

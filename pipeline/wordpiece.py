@@ -58,7 +58,7 @@ def train_wordpiece(sentences: Iterable[str], out_dir: str | Path, *, vocab_size
     with atomic_dir(out_dir) as tmp:
         tok.save(str(tmp / "tokenizer.json"))
         with open(tmp / "vocab.txt", "w", encoding="utf-8") as f:
-            for token, _ in sorted(vocab.items(), key=lambda kv: kv[1]):
+            for token in vocab_list(tok):
                 f.write(token + "\n")
         (tmp / "tokenizer_config.json").write_text(json.dumps({
             "tokenizer_class": "BertTokenizer", "do_lower_case": lowercase,
@@ -73,6 +73,11 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if not f.exists():
         raise DataError(f"{f}: tokenizer not found (run the train_wordpiece stage first)")
     return Tokenizer.from_file(str(f))
+
+
+def vocab_list(tok: Tokenizer) -> list[str]:
+    """Tokens in id order (the lines of vocab.txt)."""
+    return [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
 
 
 def special_ids(tok: Tokenizer) -> dict[str, int]:
