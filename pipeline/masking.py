@@ -35,7 +35,12 @@ def continuation_table(vocab: list[str]) -> torch.Tensor:
 
 def _choose_whole_words(scores: torch.Tensor, candidates: torch.Tensor, continues: torch.Tensor,
                         n_pred: torch.Tensor) -> torch.Tensor:
-    """Choose whole words in random order while their pieces fit in ``n_pred`` (B,)."""
+    """Choose whole words in random order while their pieces fit in ``n_pred`` (B,).
+
+    Selection stops at the first word that would overflow the budget (the original
+    skips it and tries the next, so it sometimes fills the budget a little better).
+    Pieces cut from their word's start by truncation are never chosen.
+    """
     B, T = scores.shape
     starts = candidates & ~continues                                   # first piece of each word
     pos = torch.arange(T).expand(B, T)
