@@ -78,7 +78,7 @@ def build_model(mode: str, export_dir: Path, num_labels: int, seed: int) -> Bert
 
 
 def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[dict], mode: str, seed: int,
-                 export_dir: Path, pretrain_run_id: str) -> dict:
+                 export_dir: Path, input_tags: dict[str, str]) -> dict:
     L.seed_everything(seed, workers=True, verbose=False)
     model = build_model(mode, export_dir, len(task.labels), seed)
     ft = cfg.finetune
@@ -91,8 +91,7 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
     module = SequenceClassification(model, len(task.labels), optim, total)
     logger = mlflow_logger(
         cfg, run_name=f"finetune-{task.name}-{mode}-s{seed}",
-        tags=run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name, "mode": mode,
-                                                  "seed": str(seed), "pretrain_run_id": pretrain_run_id}))
+        tags={**input_tags, "mode": mode, "seed": str(seed)})
     logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
     trainer = L.Trainer(max_epochs=ft.epochs, accelerator=cfg.trainer.accelerator, devices=1,
                         precision=cfg.runtime.precision, logger=logger, deterministic=True,
@@ -115,9 +114,12 @@ def finetune(cfg: DictConfig) -> dict:
     train = encode(tok, task.train, cfg.task.max_seq_length)
     dev = encode(tok, task.dev, cfg.task.max_seq_length)
     log.info("task %s: %d train, %d dev examples, %d labels", task.name, len(train), len(dev), len(task.labels))
+    # Hashed once: every (mode, seed) run starts from the same export.
+    input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
+                                                      "pretrain_run_id": pretrain_run})
     results = {}
     for mode in cfg.finetune.modes:
-        runs = [finetune_one(cfg, task, train, dev, mode, seed, export_dir, pretrain_run)
+        runs = [finetune_one(cfg, task, train, dev, mode, seed, export_dir, input_tags)
                 for seed in cfg.finetune.seeds]
         accs = [r["accuracy"] for r in runs]
         results[mode] = {"accuracy_mean": round(statistics.fmean(accs), 6),

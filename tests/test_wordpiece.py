@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -49,3 +50,16 @@ def test_pair_template_is_cls_a_sep_b_sep(tokenizer_dir):
     assert enc.tokens[0] == "[CLS]" and enc.tokens.count("[SEP]") == 2 and enc.tokens[-1] == "[SEP]"
     first_sep = enc.tokens.index("[SEP]")
     assert enc.type_ids == [0] * (first_sep + 1) + [1] * (len(enc.ids) - first_sep - 1)
+
+
+def test_cased_vocabulary_stays_cased_in_the_model_export(tmp_path):
+    from pipeline.model import BertConfig, BertForPreTraining, save_hf
+
+    docs = list(itertools.islice(bible_documents(), 50))
+    train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tok", vocab_size=300, lowercase=False,
+                    progress=False)
+    model = BertForPreTraining(BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=64, max_position_embeddings=64))
+    save_hf(model, tmp_path / "hf", tokenizer_dir=tmp_path / "tok")
+    config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert config["do_lower_case"] is False and config["model_max_length"] == 64

@@ -132,13 +132,16 @@ def _write_tokenizer(src: Path, dst: Path, do_lower_case: bool, max_length: int)
     shutil.copyfile(src / "vocab.txt", dst / "vocab.txt")
     if (src / "tokenizer.json").is_file():
         shutil.copyfile(src / "tokenizer.json", dst / "tokenizer.json")
+    # The tokenizer stage's own settings (casing, accents) win over the defaults here.
+    source_config = _read_json(src / "tokenizer_config.json") if (src / "tokenizer_config.json").is_file() else {}
     tokenizer_config = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": do_lower_case,
-        "model_max_length": max_length,
         "tokenize_chinese_chars": True,
         "strip_accents": None,
+        **source_config,
         **SPECIAL_TOKENS,
+        "model_max_length": max_length,
     }
     for name, content in (("tokenizer_config.json", tokenizer_config), ("special_tokens_map.json", SPECIAL_TOKENS)):
         (dst / name).write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
