@@ -15,6 +15,7 @@ from pipeline.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PAIR_FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")  # pipeline.pairs.FORMATS
 
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path = CONF_DIR) -> DictConfig:
@@ -66,7 +67,11 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "pairs.max_seq_length", lambda v: _int(v) and v >= 8, "an integer >= 8")
         _check(cfg, "pairs.short_seq_prob", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
         _check(cfg, "pairs.dupe_factor", lambda v: _int(v) and v >= 1, "an integer >= 1")
-        _check(cfg, "pairs.shard_size", lambda v: _int(v) and v >= 1, "an integer >= 1")
+        _check(cfg, "pairs.format", lambda v: v in PAIR_FORMATS, f"one of {', '.join(PAIR_FORMATS)}")
+        _check(cfg, "pairs.shard_tokens", lambda v: _int(v) and v >= 1, "an integer >= 1")
+        if cfg.get("objective", {}).get("nsp") and cfg.pairs.format != "nsp_pairs":
+            raise ConfigError(f"pairs.format={cfg.pairs.format} is not allowed with objective.nsp=true: "
+                              "expected nsp_pairs (packed sequences have no sentence pairs to classify)")
     if "masking" in cfg:
         _check(cfg, "masking.mlm_probability", lambda v: _number(v) and 0 < v < 1, "a probability in (0, 1)")
         for k in ("mask_token_prob", "random_token_prob", "keep_prob"):
@@ -79,6 +84,7 @@ def validate(cfg: DictConfig) -> None:
                 f"(got {m.mask_token_prob}, {m.random_token_prob}, {m.keep_prob})")
         _check(cfg, "masking.max_predictions_per_seq", lambda v: _int(v) and v >= 1, "an integer >= 1")
         _check(cfg, "masking.whole_word", lambda v: isinstance(v, bool), "true or false")
+        _check(cfg, "masking.static", lambda v: isinstance(v, bool), "true or false")
     if "model" in cfg:
         for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "max_position_embeddings"):
@@ -125,6 +131,8 @@ def validate(cfg: DictConfig) -> None:
                 f"task.max_seq_length={cfg.task.max_seq_length} is not allowed: expected at most "
                 f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
     if "runtime" in cfg:
-        _check(cfg, "runtime.num_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
+        _check(cfg, "runtime.num_workers", lambda v: v is None or (_int(v) and v >= 1),
+               "a positive integer or null (optional: all cores)")
+        _check(cfg, "runtime.loader_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")

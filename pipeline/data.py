@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from pipeline.pairs import PairsDataset
+from pipeline.shards import PairsDataset
 
 
 def pad_collate(items: list[dict], pad_id: int = 0) -> dict[str, torch.Tensor]:

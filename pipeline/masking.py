@@ -1,6 +1,10 @@
 """Masked-LM corruption: BERT's 15% with 80/10/10, vectorised over a batch.
 
-Used at batch time (dynamic masking: a fresh mask every time a batch is drawn).
+Used at batch time, one function for both regimes: dynamic masking (a fresh
+mask every time a batch is drawn: ``mask_tokens`` with a per-batch generator)
+and static masking (the same mask for an example every time it is drawn, as
+if it had been stored with the data: ``mask_examples``, one generator per
+example, seeded by the example's index).
 Follows the original recipe: per sequence, ``round(len * mlm_probability)``
 positions (at least 1, at most ``max_predictions_per_seq``) are chosen among
 the non-special tokens; each chosen token becomes ``[MASK]`` with probability
@@ -26,6 +30,7 @@ class MaskingConfig:
     keep_prob: float = 0.1
     max_predictions_per_seq: int = 20
     whole_word: bool = False
+    static: bool = False
 
 
 def continuation_table(vocab: list[str]) -> torch.Tensor:
@@ -94,3 +99,27 @@ def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, cfg: MaskingConf
     corrupted[to_random] = random_ids[to_random]
     labels = torch.where(chosen, cpu_ids, torch.full_like(cpu_ids, IGNORE))
     return corrupted.to(device), labels.to(device)
+
+
+def example_seed(seed: int, index: int) -> int:
+    """The mask seed of stored example ``index`` under static masking (stable across processes)."""
+    return ((seed * 1_000_003 + 7) * 2_000_003 + index) % (2**63 - 1)
+
+
+def mask_examples(input_ids: torch.Tensor, special: torch.Tensor, seeds: list[int], cfg: MaskingConfig, *,
+                  mask_id: int, vocab_size: int, pad_id: int = 0,
+                  continuation: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mask_tokens`` row by row, each row with its own seed and without its padding.
+
+    A row's mask then depends on its seed and its tokens only -- not on the batch
+    it lands in or how far that batch is padded -- which is what static masking needs.
+    """
+    corrupted = input_ids.clone()
+    labels = torch.full_like(input_ids, IGNORE)
+    lengths = (input_ids != pad_id).sum(1).tolist()
+    for b, (n, seed) in enumerate(zip(lengths, seeds)):
+        g = torch.Generator().manual_seed(int(seed))
+        c, lab = mask_tokens(input_ids[b:b + 1, :n], special[b:b + 1, :n], cfg, mask_id=mask_id,
+                             vocab_size=vocab_size, generator=g, pad_id=pad_id, continuation=continuation)
+        corrupted[b, :n], labels[b, :n] = c[0], lab[0]
+    return corrupted, labels

@@ -1,429 +1,593 @@
-"""Sentence-pair pretraining examples with the semantics of BERT's original data script.
+"""Pretraining examples with the semantics of BERT's original data script, streamed and in parallel.
 
-google-research/bert ``create_pretraining_data.py`` turns documents (lists of
-sentences) into ``[CLS] A [SEP] B [SEP]`` examples for masked LM + next-sentence
-prediction. This module follows its recipe step by step:
+Two steps, both on disk so that memory does not grow with the corpus:
 
-* per pass (``dupe_factor`` passes) and per document, a target length is drawn
+1. ``encode_corpus`` tokenizes a corpus file (one sentence per line, a blank
+   line between documents) into an ``EncodedCorpus``: flat token ids plus the
+   token offset of every sentence and the first sentence of every document,
+   all memory-mapped.
+2. ``write_examples`` cuts the documents into *shards* of about
+   ``shard_tokens`` input tokens (whole documents each; the cut depends only on
+   the corpus, never on the worker count), generates each shard's examples
+   with its own random stream (seeded by ``seed`` and the shard number) and
+   writes them as memory-mapped arrays. Shards run in ``num_workers``
+   processes; the output is byte-identical for any worker count.
+
+The recipe of google-research/bert's ``create_pretraining_data.py``
+(``format="nsp_pairs"``):
+
+* per pass (``dupe_factor`` passes) and per document a target length is drawn
   once: ``max_seq_length - 3``, or with probability ``short_seq_prob`` a random
-  ``randint(2, max_num_tokens)``. As in the original, the draw is made per
-  *document*, not per example, so a document that drew a short target yields
-  only short examples (and more of them).
+  ``randint(2, max_seq_length - 3)``;
 * sentences are gathered until the chunk reaches the target (or the document
-  ends); a random prefix of the chunk becomes A;
-* B is the rest of the chunk, or (50%, and always for a one-sentence chunk) text
-  from a random *other* document, in which case the unused sentences of the chunk
-  are put back so the next chunk starts with them;
-* the pair is trimmed to ``max_seq_length - 3`` tokens, one token at a time from
-  the longer side, front or back at random;
-* the finished examples are shuffled.
+  ends); a random number of them (at least one) becomes A;
+* B is the rest of the chunk, or -- with probability 0.5, and always for a
+  one-sentence chunk -- text from a random sentence of a different, randomly
+  chosen document, gathered up to the target; then the chunk's unused
+  sentences are put back, so the next chunk starts with them;
+* the longer of A and B (B on a tie) is trimmed one token at a time, from the
+  front or the back at random, until the pair fits. The trims are counted in
+  closed form: which side loses a token at each step is fixed by the lengths,
+  and the front/back split of ``n`` trims of one side is ``Binomial(n, 1/2)``,
+  exactly the distribution of ``n`` coin flips;
+* ``[CLS] A [SEP] B [SEP]`` with segment 0 up to the first ``[SEP]``.
 
-Two deliberate differences: documents are visited in the given order (the
-original shuffles them first, which changes which draws meet which document but
-not the distribution), and the draw of the random document is retried until it
-differs from the current one (the original gives up after 10 tries).
+Deliberate differences from the original, none changing the distributions:
+documents are visited in corpus order (the original shuffles them once),
+a random document is redrawn until it differs from the current one (the
+original gives up after 10 tries), and examples are shuffled within a shard
+rather than globally (training draws batches in a global random order anyway).
 
-Masking is not part of this module.
+For the NSP-off ablation two packings without pairs (RoBERTa, Liu et al. 2019):
+``doc_sentences`` fills ``[CLS] ... [SEP]`` with consecutive whole sentences of
+one document; ``full_sentences`` continues into the next document with a
+``[SEP]`` between documents. A sentence longer than a whole sequence is cut
+into sequence-sized pieces so no text is lost. Packed examples have segment 0
+throughout and no NSP label.
 
-NSP label convention is Hugging Face's: 0 = B follows A, 1 = B is random.
+NSP label convention is Hugging Face's: 0 = B follows A, 1 = B is random;
+``-1`` is stored for packed examples (the dataset returns -100, "ignore").
 
-Storage is a folder of memory-mapped shards (see ``write_pairs``) read by
-``PairsDataset`` one example at a time.
+Masking is not applied here: ``pipeline.masking`` masks batches as they are
+drawn (dynamically, or statically: the same mask for an example every time).
 """
 from __future__ import annotations
 
+import bisect
+import contextlib
+import hashlib
 import json
+import multiprocessing
 import os
 import random
-import shutil
-from dataclasses import dataclass
+import resource
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
+from pipeline.corpus import read_documents
 from pipeline.errors import DataError
+from pipeline.io import atomic_dir
+from pipeline.shards import FORMAT_VERSION, FORMATS, shard_stem, token_dtype
 
-FORMAT_VERSION = 1
+CORPUS_VERSION = 1
+# Joins a document's sentences so the tokenizer sees one input per document
+# (much faster than one per sentence); the corpus reader refuses NUL bytes,
+# so it can never occur in the text itself.
+_SENTINEL = "\x00"
 
-Documents = Sequence[Sequence[Sequence[int]]]
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-@dataclass
-class Pair:
-    """One example before storage: the two segments without special tokens."""
+# --------------------------------------------------------------------------- #
+# Encoded corpus
+# --------------------------------------------------------------------------- #
+class _CorpusWriter:
+    """Appends documents to the three flat files of an encoded corpus."""
 
-    tokens_a: list[int]
-    tokens_b: list[int]
-    is_random_next: bool
+    def __init__(self, folder: Path, vocab_size: int):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.vocab_size = vocab_size
+        self.dtype = token_dtype(vocab_size)
+        self._tokens = open(self.folder / "tokens.bin", "wb")
+        self._sentences = open(self.folder / "sentences.bin", "wb")
+        self._documents = open(self.folder / "documents.bin", "wb")
+        self.n_tokens = self.n_sentences = self.n_documents = 0
+        self._sentences.write(np.zeros(1, np.int64).tobytes())
+        self._documents.write(np.zeros(1, np.int64).tobytes())
+
+    def add(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+        """One document: its token ids back to back and its sentences' lengths (empty ones are dropped)."""
+        lengths = lengths[lengths > 0]
+        if len(lengths) == 0:
+            return
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise DataError(f"token id {bad} is outside the vocabulary [0, {self.vocab_size})")
+        self._tokens.write(ids.astype(self.dtype, copy=False).tobytes())
+        self._sentences.write((self.n_tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
+        self.n_tokens += int(lengths.sum())
+        self.n_sentences += len(lengths)
+        self.n_documents += 1
+        self._documents.write(np.array([self.n_sentences], np.int64).tobytes())
+
+    def close(self) -> dict:
+        for f in (self._tokens, self._sentences, self._documents):
+            f.close()
+        meta = {"version": CORPUS_VERSION, "token_dtype": self.dtype.name, "vocab_size": self.vocab_size,
+                "n_tokens": self.n_tokens, "n_sentences": self.n_sentences, "n_documents": self.n_documents}
+        (self.folder / "corpus.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        return meta
+
+
+class EncodedCorpus:
+    """A tokenized corpus on disk, memory-mapped (nothing is read until used).
+
+    ``tokens`` (n_tokens,): ids of all sentences back to back;
+    ``sentences`` (n_sentences + 1,) int64: token offset where each sentence starts (last = n_tokens);
+    ``documents`` (n_documents + 1,) int64: index of each document's first sentence.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        meta_path = self.folder / "corpus.json"
+        if not meta_path.is_file():
+            raise DataError(f"{meta_path}: not found (expected an encoded corpus written by encode_corpus)")
+        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if self.meta.get("version") != CORPUS_VERSION:
+            raise DataError(f"{meta_path}: version {self.meta.get('version')!r}, this code reads {CORPUS_VERSION}")
+        self.dtype = np.dtype(self.meta["token_dtype"])
+        self.vocab_size = int(self.meta["vocab_size"])
+        self.n_documents = int(self.meta["n_documents"])
+        # Plain ndarray views of the maps: scalar indexing on np.memmap itself is slow.
+        self.tokens = self._map("tokens.bin", self.dtype, self.meta["n_tokens"])
+        self.sentences = self._map("sentences.bin", np.int64, self.meta["n_sentences"] + 1)
+        self.documents = self._map("documents.bin", np.int64, self.n_documents + 1)
+
+    def _map(self, name: str, dtype, n: int) -> np.ndarray:
+        path = self.folder / name
+        expected = n * np.dtype(dtype).itemsize
+        if not path.is_file() or path.stat().st_size != expected:
+            size = path.stat().st_size if path.is_file() else "missing"
+            raise DataError(f"{path}: expected {expected} bytes, found {size}; re-encode the corpus")
+        if n == 0:
+            return np.zeros(0, dtype)
+        return np.memmap(path, dtype=dtype, mode="r", shape=(n,)).view(np.ndarray)
+
+    def document(self, d: int) -> list[np.ndarray]:
+        """The sentences of document ``d`` as arrays of ids (for tests and inspection)."""
+        s0, s1 = int(self.documents[d]), int(self.documents[d + 1])
+        offs = self.sentences[s0:s1 + 1]
+        return [np.asarray(self.tokens[offs[j]:offs[j + 1]]) for j in range(s1 - s0)]
+
+    def document_of_token(self, offset: int) -> int:
+        """The document holding the token at flat ``offset``."""
+        s = int(np.searchsorted(self.sentences, offset, side="right")) - 1
+        return int(np.searchsorted(self.documents, s, side="right")) - 1
+
+
+def _check_corpus(corpus: EncodedCorpus, source: str, fmt: str, cls_id: int, sep_id: int) -> None:
+    if corpus.n_documents == 0:
+        raise DataError(f"{source}: no training examples can be made: every document is empty")
+    if fmt == "nsp_pairs" and corpus.n_documents < 2:
+        raise DataError(f"{source}: at least two non-empty documents are needed for next-sentence prediction "
+                        "(a random B must come from a different document); got 1")
+    for name, value in (("cls_id", cls_id), ("sep_id", sep_id)):
+        if not 0 <= value < corpus.vocab_size:
+            raise DataError(f"{name}={value}: must be a token id in [0, {corpus.vocab_size})")
+
+
+def encode_documents_to_corpus(documents: Iterable[Sequence[Sequence[int]]], folder: str | Path,
+                               vocab_size: int) -> EncodedCorpus:
+    """Store documents already given as token ids (sentences of ids) as an ``EncodedCorpus``."""
+    w = _CorpusWriter(Path(folder), vocab_size)
+    for doc in documents:
+        lengths = np.array([len(s) for s in doc], dtype=np.int64)
+        ids = np.fromiter((t for s in doc for t in s), dtype=np.int64, count=int(lengths.sum()))
+        w.add(ids, lengths)
+    w.close()
+    return EncodedCorpus(folder)
+
+
+def encode_corpus(tok, text_path: str | Path, folder: str | Path, *, progress: bool = True,
+                  batch_chars: int = 1 << 20) -> EncodedCorpus:
+    """Tokenize a corpus file (one sentence per line, blank line between documents) into ``folder``.
+
+    Streams the file in batches of about ``batch_chars`` characters; the
+    tokenizer spreads each batch over all cores. Text that looks like a special
+    token (``[MASK]``) is tokenized as text, as the original tokenizer does.
+    """
+    from tokenizers import AddedToken, Tokenizer
+
+    text_path = Path(text_path)
+    enc = Tokenizer.from_str(tok.to_str())
+    enc.encode_special_tokens = True
+    vocab_size = enc.get_vocab_size()
+    enc.add_tokens([AddedToken(_SENTINEL, normalized=False, special=False)])
+    sentinel = enc.token_to_id(_SENTINEL)
+    w = _CorpusWriter(Path(folder), vocab_size)
+
+    def flush(batch: list[list[str]]) -> None:
+        for e in enc.encode_batch_fast([_SENTINEL.join(d) for d in batch], add_special_tokens=False):
+            ids = np.asarray(e.ids, dtype=np.int64)
+            cuts = np.flatnonzero(ids == sentinel)
+            bounds = np.concatenate(([-1], cuts, [len(ids)]))
+            w.add(ids[ids != sentinel], np.diff(bounds) - 1)
+
+    size = text_path.stat().st_size if text_path.is_file() else None
+    if size is None:
+        raise DataError(f"{text_path}: corpus file not found (has prepare_corpus run?)")
+    with tqdm(total=size, desc=f"encode {text_path.name}", unit="B", unit_scale=True, disable=not progress,
+              mininterval=1.0) as bar:
+        batch, chars = [], 0
+        for doc in read_documents(text_path):
+            batch.append(doc)
+            n = sum(len(s) + 1 for s in doc) + 1
+            chars += n
+            bar.update(n)
+            if chars >= batch_chars:
+                flush(batch)
+                bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens, refresh=False)
+                batch, chars = [], 0
+        if batch:
+            flush(batch)
+        bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens)
+    w.close()
+    return EncodedCorpus(folder)
 
 
 # --------------------------------------------------------------------------- #
 # Generation
 # --------------------------------------------------------------------------- #
-def _clean_documents(documents: Documents) -> list[list[Sequence[int]]]:
-    """Drop empty sentences, then empty documents; refuse inputs NSP cannot use."""
-    docs = [[s for s in doc if len(s) > 0] for doc in documents]
-    docs = [d for d in docs if d]
-    if not docs:
-        raise DataError(
-            f"no training pairs could be made: every document is empty "
-            f"({len(documents)} documents given, none with a non-empty sentence)"
-        )
-    if len(docs) < 2:
-        raise DataError(
-            "at least two non-empty documents are needed for next-sentence prediction "
-            "(a random B must come from a different document); got 1"
-        )
-    return docs
+class Example(NamedTuple):
+    """One example before storage: spans of the flat corpus, each followed by ``[SEP]`` in the output."""
+
+    segments: tuple[tuple[int, int], ...]  # (token offset, length); pairs: (A, B)
+    is_random_next: int                    # 1 random B, 0 actual next, -1 packed (no pair)
+    short_target: bool                     # made under a short target length (nsp_pairs only)
+    document: int                          # the document the example starts in
 
 
-def _check_settings(max_seq_length: int, short_seq_prob: float, dupe_factor: int) -> None:
+def trim_counts(la: int, lb: int, max_num: int) -> tuple[int, int]:
+    """Tokens trimmed from A and from B when the longer one (B on a tie) loses one token per step.
+
+    The longer side is trimmed until the lengths meet, then both alternately, B first.
+    """
+    excess = la + lb - max_num
+    if excess <= 0:
+        return 0, 0
+    gap = min(excess, abs(la - lb))
+    ta, tb = (gap, 0) if la > lb else (0, gap)
+    return ta + (excess - gap) // 2, tb + (excess - gap + 1) // 2
+
+
+def plan_shards(corpus: EncodedCorpus, shard_tokens: int) -> list[tuple[int, int]]:
+    """Cut the documents into ranges ``[d0, d1)`` of at least ``shard_tokens`` tokens (the last may be smaller)."""
+    doc_end_tokens = corpus.sentences[corpus.documents[1:]]  # (n_documents,) token offset where each ends
+    shards, d0 = [], 0
+    while d0 < corpus.n_documents:
+        start = int(corpus.sentences[corpus.documents[d0]])
+        d1 = int(np.searchsorted(doc_end_tokens, start + shard_tokens, side="left")) + 1
+        d1 = min(max(d1, d0 + 1), corpus.n_documents)
+        shards.append((d0, d1))
+        d0 = d1
+    return shards
+
+
+def shard_rng(seed: int, shard: int) -> random.Random:
+    """The random stream of one shard: a function of the seed and the shard number only."""
+    digest = hashlib.sha256(f"bert-lab pairs {seed} {shard}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+def pair_examples(corpus: EncodedCorpus, docs: tuple[int, int], *, max_seq_length: int, short_seq_prob: float,
+                  dupe_factor: int, rng: random.Random) -> list[Example]:
+    """BERT's A/B pairs for the documents ``docs = (d0, d1)``, ``dupe_factor`` passes, unshuffled."""
+    d0, d1 = docs
+    s_lo, s_hi = int(corpus.documents[d0]), int(corpus.documents[d1])
+    offs = corpus.sentences[s_lo:s_hi + 1].tolist()         # token offsets of this shard's sentences
+    starts = (corpus.documents[d0:d1 + 1] - s_lo).tolist()  # first sentence of each document, shard-relative
+    all_docs, all_sents = corpus.documents, corpus.sentences
+    n_docs = corpus.n_documents
+    max_num = max_seq_length - 3
+    randint, rand, bits = rng.randint, rng.random, rng.getrandbits
+    out: list[Example] = []
+    for _ in range(dupe_factor):
+        for d in range(d1 - d0):
+            lo, hi = starts[d], starts[d + 1]
+            # Usually fill the whole sequence (padding wastes compute); sometimes aim
+            # shorter so pretraining also sees lengths like those of fine-tuning.
+            short = rand() < short_seq_prob
+            target = randint(2, max_num) if short else max_num
+            i = lo
+            while i < hi:
+                # Chunk = sentences i..e-1: up to the first that reaches the target, or the document's end.
+                e = bisect.bisect_left(offs, offs[i] + target, i + 1, hi)
+                n = e - i
+                a_end = i + (randint(1, n - 1) if n >= 2 else 1)
+                a_start = offs[i]
+                la = offs[a_end] - a_start
+                if n == 1 or rand() < 0.5:
+                    random_next = 1
+                    other = randint(0, n_docs - 1)
+                    while other == d0 + d:
+                        other = randint(0, n_docs - 1)
+                    os0, os1 = int(all_docs[other]), int(all_docs[other + 1])
+                    sb = randint(os0, os1 - 1)
+                    b_start = int(all_sents[sb])
+                    # Whole sentences from sb until B reaches its share of the target (at least one).
+                    eb = sb + 1 + int(np.searchsorted(all_sents[sb + 1:os1 + 1], b_start + target - la))
+                    lb = int(all_sents[min(eb, os1)]) - b_start
+                    i = a_end  # the chunk's unused sentences are put back
+                else:
+                    random_next = 0
+                    b_start = offs[a_end]
+                    lb = offs[e] - b_start
+                    i = e
+                if la + lb > max_num:
+                    ta, tb = trim_counts(la, lb, max_num)
+                    a_start += bits(ta).bit_count()  # Binomial(ta, 1/2) of the trims are at the front
+                    b_start += bits(tb).bit_count()
+                    la -= ta
+                    lb -= tb
+                out.append(Example(((a_start, la), (b_start, lb)), random_next, short, d0 + d))
+    return out
+
+
+def packed_examples(corpus: EncodedCorpus, docs: tuple[int, int], *, max_seq_length: int, cross_documents: bool,
+                    dupe_factor: int) -> list[Example]:
+    """RoBERTa's packing of whole sentences into ``[CLS] ... [SEP]`` (``[SEP]`` between documents too)."""
+    d0, d1 = docs
+    s_lo, s_hi = int(corpus.documents[d0]), int(corpus.documents[d1])
+    offs = corpus.sentences[s_lo:s_hi + 1].tolist()
+    starts = (corpus.documents[d0:d1 + 1] - s_lo).tolist()
+    piece_max = max_seq_length - 2
+    examples: list[Example] = []
+    segments: list[list[int]] = []  # [offset, length] of each document's part, each followed by [SEP]
+    total = 1                       # tokens so far, [CLS] included
+    first_doc = d0
+
+    def flush() -> None:
+        nonlocal segments, total
+        if segments:
+            examples.append(Example(tuple((s, n) for s, n in segments), -1, False, first_doc))
+        segments, total = [], 1
+
+    for d in range(d1 - d0):
+        if not cross_documents:
+            flush()
+        new_doc = True
+        for j in range(starts[d], starts[d + 1]):
+            for start in range(offs[j], offs[j + 1], piece_max):  # a too-long sentence in pieces
+                n = min(piece_max, offs[j + 1] - start)
+                if total + n + (1 if new_doc or not segments else 0) > max_seq_length:
+                    flush()
+                if not segments:
+                    first_doc = d0 + d
+                if segments and not new_doc:
+                    segments[-1][1] += n  # the document's text is contiguous in the corpus
+                    total += n
+                else:
+                    segments.append([start, n])
+                    total += n + 1
+                new_doc = False
+    flush()
+    return examples * dupe_factor
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for each (s, n), vectorised."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+
+
+def _write_shard(folder: Path, k: int, examples: Sequence[Example], corpus: EncodedCorpus, cls_id: int,
+                 sep_id: int, chunk: int = 32768) -> int:
+    """Write one shard's tokens, index and NSP labels; returns its token count."""
+    n = len(examples)
+    counts = np.fromiter((len(ex.segments) for ex in examples), dtype=np.int64, count=n)
+    seg = np.fromiter((v for ex in examples for s in ex.segments for v in s), dtype=np.int64,
+                      count=2 * int(counts.sum())).reshape(-1, 2)
+    seg_out = seg[:, 1] + 1                                   # each segment and its [SEP]
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))     # first segment of each example
+    lengths = 1 + np.add.reduceat(seg_out, first) if n else np.zeros(0, np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n else np.zeros(0, np.int64)
+    nsp = np.fromiter((ex.is_random_next for ex in examples), dtype=np.int8, count=n)
+    # Where segment 1 starts: after "[CLS] A [SEP]" for pairs, nowhere (= length) when packed.
+    type1 = np.where(nsp >= 0, 1 + seg_out[first], lengths)
+    within = np.cumsum(seg_out) - seg_out
+    seg_pos = np.repeat(offsets, counts) + 1 + within - np.repeat(within[first], counts)  # (S,) output start
+
+    stem = shard_stem(folder, k)
+    total = int(lengths.sum())
+    tokens = np.lib.format.open_memmap(f"{stem}.tokens.npy", mode="w+", dtype=corpus.dtype, shape=(total,))
+    for e0 in range(0, n, chunk):
+        e1 = min(n, e0 + chunk)
+        s0, s1 = int(first[e0]), int(first[e1]) if e1 < n else len(seg)
+        base = int(offsets[e0])
+        end = int(offsets[e1]) if e1 < n else total
+        buf = np.empty(end - base, dtype=corpus.dtype)
+        src = _ranges(seg[s0:s1, 0], seg[s0:s1, 1])
+        buf[_ranges(seg_pos[s0:s1] - base, seg[s0:s1, 1])] = corpus.tokens[src]
+        buf[offsets[e0:e1] - base] = cls_id
+        buf[seg_pos[s0:s1] - base + seg[s0:s1, 1]] = sep_id
+        tokens[base:end] = buf
+    tokens.flush()
+    del tokens
+    np.save(f"{stem}.index.npy", np.stack([offsets, lengths, type1], axis=1).astype(np.int64).reshape(n, 3))
+    np.save(f"{stem}.nsp.npy", nsp)
+    return total
+
+
+def _shard_job(job: dict) -> dict:
+    """Generate and write one shard (runs in a worker process or in the caller)."""
+    corpus = EncodedCorpus(job["corpus"])
+    k, docs, fmt = job["shard"], tuple(job["docs"]), job["format"]
+    rng = shard_rng(job["seed"], k)
+    if fmt == "nsp_pairs":
+        examples = pair_examples(corpus, docs, max_seq_length=job["max_seq_length"],
+                                 short_seq_prob=job["short_seq_prob"], dupe_factor=job["dupe_factor"], rng=rng)
+    else:
+        examples = packed_examples(corpus, docs, max_seq_length=job["max_seq_length"],
+                                   cross_documents=fmt == "full_sentences", dupe_factor=job["dupe_factor"])
+    rng.shuffle(examples)
+    n_tokens = _write_shard(Path(job["out"]), k, examples, corpus, job["cls_id"], job["sep_id"])
+    return {
+        "shard": k,
+        "n_examples": len(examples),
+        "n_tokens": n_tokens,
+        "n_random_next": sum(ex.is_random_next == 1 for ex in examples),
+        "n_short_target": sum(ex.short_target for ex in examples),
+        "n_full_length": sum(sum(n for _, n in ex.segments) + len(ex.segments) + 1 == job["max_seq_length"]
+                             for ex in examples),
+        "pid": os.getpid(),
+        "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def _check_settings(fmt: str, max_seq_length: int, short_seq_prob: float, dupe_factor: int,
+                    shard_tokens: int, num_workers: int) -> None:
+    if fmt not in FORMATS:
+        raise DataError(f"format={fmt!r}: expected one of {', '.join(FORMATS)}")
     if not (isinstance(max_seq_length, int) and max_seq_length >= 5):
-        raise DataError(
-            f"max_seq_length={max_seq_length!r}: must be an integer >= 5 "
-            "([CLS], two [SEP] and at least one token of A and of B)"
-        )
+        raise DataError(f"max_seq_length={max_seq_length!r}: must be an integer >= 5 "
+                        "([CLS], two [SEP] and at least one token of A and of B)")
     if not 0.0 <= short_seq_prob <= 1.0:
         raise DataError(f"short_seq_prob={short_seq_prob!r}: must be a probability in [0, 1]")
     if not (isinstance(dupe_factor, int) and dupe_factor >= 1):
         raise DataError(f"dupe_factor={dupe_factor!r}: must be an integer >= 1")
+    if not (isinstance(shard_tokens, int) and shard_tokens >= 1):
+        raise DataError(f"shard_tokens={shard_tokens!r}: must be an integer >= 1")
+    if not (isinstance(num_workers, int) and num_workers >= 1):
+        raise DataError(f"num_workers={num_workers!r}: must be an integer >= 1")
 
 
-def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random) -> None:
-    """Trim the longer segment (B on a tie) one token at a time, front or back at random."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        # Trimming both ends keeps the model from always seeing sentence edges.
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
-
-
-def _pairs_from_document(
-    docs: list[list[Sequence[int]]],
-    doc_index: int,
-    max_num_tokens: int,
-    short_seq_prob: float,
-    rng: random.Random,
-) -> tuple[list[Pair], bool]:
-    """All pairs of one pass over ``docs[doc_index]``, and whether its target was short."""
-    document = docs[doc_index]
-    # Usually fill the whole sequence (padding wastes compute); sometimes aim
-    # shorter so pretraining also sees lengths like those of fine-tuning.
-    target = max_num_tokens
-    short = rng.random() < short_seq_prob
-    if short:
-        target = rng.randint(2, max_num_tokens)
-
-    pairs: list[Pair] = []
-    chunk: list[Sequence[int]] = []
-    chunk_len = 0
-    i = 0
-    while i < len(document):
-        chunk.append(document[i])
-        chunk_len += len(document[i])
-        if i == len(document) - 1 or chunk_len >= target:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = [t for sent in chunk[:a_end] for t in sent]
-
-            if len(chunk) == 1 or rng.random() < 0.5:
-                is_random_next = True
-                target_b = target - len(tokens_a)
-                other = rng.randint(0, len(docs) - 1)
-                while other == doc_index:
-                    other = rng.randint(0, len(docs) - 1)
-                random_doc = docs[other]
-                tokens_b: list[int] = []
-                for sent in random_doc[rng.randint(0, len(random_doc) - 1):]:
-                    tokens_b.extend(sent)
-                    if len(tokens_b) >= target_b:
-                        break
-                # Put the unused sentences back: the next chunk starts with them.
-                i -= len(chunk) - a_end
-            else:
-                is_random_next = False
-                tokens_b = [t for sent in chunk[a_end:] for t in sent]
-
-            _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
-            pairs.append(Pair(tokens_a, tokens_b, is_random_next))
-            chunk = []
-            chunk_len = 0
-        i += 1
-    return pairs, short
-
-
-def _generate(
-    documents: Documents,
-    *,
-    max_seq_length: int,
-    short_seq_prob: float,
-    dupe_factor: int,
-    rng: random.Random,
-    progress: bool,
-) -> tuple[list[Pair], dict]:
-    """``create_pairs`` plus the counts ``write_pairs`` reports."""
-    _check_settings(max_seq_length, short_seq_prob, dupe_factor)
-    docs = _clean_documents(documents)
-    max_num_tokens = max_seq_length - 3
-
-    pairs: list[Pair] = []
-    n_short_examples = 0
-    n_short_docs = 0
-    with tqdm(total=dupe_factor * len(docs), desc="pairs", unit="doc", disable=not progress) as bar:
-        for _ in range(dupe_factor):
-            for doc_index in range(len(docs)):
-                doc_pairs, short = _pairs_from_document(docs, doc_index, max_num_tokens, short_seq_prob, rng)
-                pairs.extend(doc_pairs)
-                n_short_docs += short
-                n_short_examples += len(doc_pairs) if short else 0
-                bar.update(1)
-    rng.shuffle(pairs)
-
-    counts = {
-        "n_documents": len(docs),
-        "n_sentences": sum(len(d) for d in docs),
-        "n_short_target_examples": n_short_examples,
-        "n_short_target_documents": n_short_docs,
-    }
-    return pairs, counts
-
-
-def create_pairs(
-    documents: Documents,
-    *,
-    max_seq_length: int,
-    short_seq_prob: float,
-    dupe_factor: int,
-    rng: random.Random,
-) -> list[Pair]:
-    """Make shuffled A/B pairs from documents of sentences of token ids (no special tokens).
-
-    Empty sentences and documents are skipped. Raises ``ValueError`` when nothing
-    is left, or when fewer than two documents are left (a random B needs another
-    document). All randomness comes from ``rng``.
-    """
-    pairs, _ = _generate(
-        documents,
-        max_seq_length=max_seq_length,
-        short_seq_prob=short_seq_prob,
-        dupe_factor=dupe_factor,
-        rng=rng,
-        progress=False,
-    )
-    return pairs
-
-
-# --------------------------------------------------------------------------- #
-# Storage
-# --------------------------------------------------------------------------- #
-def _token_dtype(vocab_size: int) -> np.dtype:
-    if vocab_size <= 2**16:
-        return np.dtype(np.uint16)
-    if vocab_size <= 2**32:
-        return np.dtype(np.uint32)
-    raise DataError(f"vocab_size={vocab_size}: at most 2**32 token ids can be stored")
-
-
-def _shard_stem(k: int) -> str:
-    return f"shard-{k:05d}"
-
-
-def _write_shard(folder: Path, k: int, pairs: Sequence[Pair], cls_id: int, sep_id: int,
-                 vocab_size: int, dtype: np.dtype) -> int:
-    """Write one shard's three arrays; returns its token count."""
-    # index[:, 0] offset into tokens, [:, 1] total length, [:, 2] length of
-    # "[CLS] A [SEP]" (where segment 1 starts).
-    index = np.empty((len(pairs), 3), dtype=np.int64)
-    offset = 0
-    for row, p in enumerate(pairs):
-        n = len(p.tokens_a) + len(p.tokens_b) + 3
-        index[row] = (offset, n, len(p.tokens_a) + 2)
-        offset += n
-
-    stem = _shard_stem(k)
-    ids = np.fromiter(
-        (t for p in pairs for t in (cls_id, *p.tokens_a, sep_id, *p.tokens_b, sep_id)),
-        dtype=np.int64,
-        count=offset,
-    )
-    if offset and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = int(ids.min() if ids.min() < 0 else ids.max())
-        raise DataError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
-    tokens = np.lib.format.open_memmap(folder / f"{stem}.tokens.npy", mode="w+", dtype=dtype, shape=(offset,))
-    tokens[:] = ids
-    tokens.flush()
-    del tokens
-
-    np.save(folder / f"{stem}.index.npy", index)
-    np.save(folder / f"{stem}.nsp.npy", np.fromiter((p.is_random_next for p in pairs), dtype=np.int8, count=len(pairs)))
-    return offset
-
-
-def write_pairs(
-    documents: Documents,
-    out_dir: Path,
-    *,
-    cls_id: int,
-    sep_id: int,
-    vocab_size: int,
-    max_seq_length: int = 128,
-    short_seq_prob: float = 0.1,
-    dupe_factor: int = 1,
-    seed: int = 12345,
-    shard_size: int = 50_000,
-    progress: bool = True,
-) -> dict:
-    """Generate pairs with ``random.Random(seed)`` and store them as shards in ``out_dir``.
+def write_examples(corpus: EncodedCorpus, out_dir: str | Path, *, cls_id: int, sep_id: int, format: str = "nsp_pairs",
+                   max_seq_length: int = 128, short_seq_prob: float = 0.1, dupe_factor: int = 1, seed: int = 12345,
+                   shard_tokens: int = 250_000, num_workers: int = 1, progress: bool = True,
+                   run_info: dict | None = None) -> dict:
+    """Generate the examples of ``corpus`` and store them as shards in ``out_dir``.
 
     Layout of ``out_dir`` (replaced as a whole, never left half-written):
 
-    * ``meta.json`` — format version, counts, dtype, ids, settings, seed, stats;
-    * ``shard-NNNNN.tokens.npy`` — (n_tokens,) uint16/uint32, ``[CLS] A [SEP] B [SEP]``
-      of each example back to back;
-    * ``shard-NNNNN.index.npy`` — (N, 3) int64: offset, length, length of ``[CLS] A [SEP]``;
-    * ``shard-NNNNN.nsp.npy`` — (N,) int8: 1 if B is random, 0 if B follows A.
+    * ``meta.json`` -- format version, counts, dtype, ids, settings, seed, stats;
+    * ``shard-NNNNN.tokens.npy`` -- (n_tokens,) uint8/16/32: each example's ``[CLS] ... [SEP]`` back to back;
+    * ``shard-NNNNN.index.npy`` -- (N, 3) int64: offset, length, position where segment 1 starts;
+    * ``shard-NNNNN.nsp.npy`` -- (N,) int8: 1 if B is random, 0 if B follows A, -1 packed.
 
-    Returns the stats that are also stored in ``meta.json``.
+    Returns the stats that are also stored in ``meta.json``. ``run_info``, if
+    given, receives how the run went (seconds, workers, each worker's peak RSS).
     """
-    out_dir = Path(out_dir)
-    if not (isinstance(shard_size, int) and shard_size >= 1):
-        raise DataError(f"shard_size={shard_size!r}: must be an integer >= 1")
-    dtype = _token_dtype(vocab_size)
-    for name, value in (("cls_id", cls_id), ("sep_id", sep_id)):
-        if not 0 <= value < vocab_size:
-            raise DataError(f"{name}={value}: must be a token id in [0, {vocab_size})")
+    _check_settings(format, max_seq_length, short_seq_prob, dupe_factor, shard_tokens, num_workers)
+    _check_corpus(corpus, str(corpus.folder), format, cls_id, sep_id)
+    with atomic_dir(out_dir) as tmp:
+        return _write_examples_into(tmp, corpus, cls_id=cls_id, sep_id=sep_id, num_workers=num_workers,
+                                    progress=progress, run_info=run_info, name=Path(out_dir).name,
+                                    settings={"format": format, "max_seq_length": max_seq_length,
+                                              "short_seq_prob": short_seq_prob, "dupe_factor": dupe_factor,
+                                              "seed": seed, "shard_tokens": shard_tokens})
 
-    pairs, counts = _generate(
-        documents,
-        max_seq_length=max_seq_length,
-        short_seq_prob=short_seq_prob,
-        dupe_factor=dupe_factor,
-        rng=random.Random(seed),
-        progress=progress,
-    )
 
-    n = len(pairs)
-    n_tokens = sum(len(p.tokens_a) + len(p.tokens_b) + 3 for p in pairs)
+@contextlib.contextmanager
+def _workers(n: int, pool=None):
+    """``imap`` over ``n`` worker processes (in order), or plain ``map`` in this process for ``n == 1``."""
+    if n <= 1:
+        yield map
+    elif pool is not None:
+        yield pool.imap
+    else:
+        with _new_pool(n) as own:
+            yield own.imap
+
+
+@contextlib.contextmanager
+def _new_pool(n: int):
+    # fork: no re-import of __main__ (scripts without a main guard work); the
+    # workers never touch the tokenizer, torch or CUDA.
+    pool = multiprocessing.get_context("fork").Pool(n)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, sep_id: int, num_workers: int,
+                         progress: bool, run_info: dict | None, name: str, settings: dict, pool=None) -> dict:
+    shards = plan_shards(corpus, settings["shard_tokens"])
+    jobs = [dict(settings, corpus=str(corpus.folder), out=str(folder), shard=k, docs=list(d), cls_id=cls_id,
+                 sep_id=sep_id) for k, d in enumerate(shards)]
+    results: list[dict] = []
+    started = time.perf_counter()
+    workers = min(num_workers, len(jobs))
+    with tqdm(total=len(jobs), desc=f"examples {name}", unit="shard", disable=not progress, mininterval=1.0) as bar, \
+            _workers(workers, pool) as run:
+        for r in run(_shard_job, jobs):
+            results.append(r)
+            n = sum(x["n_examples"] for x in results)
+            bar.update(1)
+            bar.set_postfix(examples=n, ex_per_s=f"{n / (time.perf_counter() - started):.0f}", refresh=False)
+    n = sum(r["n_examples"] for r in results)
+    n_tok = sum(r["n_tokens"] for r in results)
+    fmt = settings["format"]
     stats = {
+        "format": fmt,
         "n_examples": n,
-        "n_tokens": n_tokens,
-        "mean_length": n_tokens / n,
-        "fraction_random_next": sum(p.is_random_next for p in pairs) / n,
-        # Examples made under a short target (a document's draw, so approximate
-        # as a per-example rate); shorter-than-max examples also come from
-        # document ends.
-        "fraction_short_target": counts["n_short_target_examples"] / n,
-        "fraction_short_target_documents": counts["n_short_target_documents"] / (dupe_factor * counts["n_documents"]),
-        "n_documents": counts["n_documents"],
-        "n_sentences": counts["n_sentences"],
+        "n_tokens": n_tok,
+        "mean_length": n_tok / n,
+        "fraction_full_length": sum(r["n_full_length"] for r in results) / n,
+        "n_documents": corpus.n_documents,
+        "n_sentences": int(corpus.meta["n_sentences"]),
+        "n_input_tokens": int(corpus.meta["n_tokens"]),
+        "n_shards": len(shards),
     }
-
-    shard_counts = [min(shard_size, n - start) for start in range(0, n, shard_size)]
+    if fmt == "nsp_pairs":
+        stats["fraction_random_next"] = sum(r["n_random_next"] for r in results) / n
+        # Examples made under a short target; the target is drawn per document and pass, as in the original.
+        stats["fraction_short_target"] = sum(r["n_short_target"] for r in results) / n
     meta = {
         "format_version": FORMAT_VERSION,
         "n_examples": n,
-        "n_shards": len(shard_counts),
-        "shard_counts": shard_counts,
-        "token_dtype": dtype.name,
-        "vocab_size": vocab_size,
-        "max_seq_length": max_seq_length,
+        "n_shards": len(shards),
+        "shard_counts": [r["n_examples"] for r in results],
+        "shard_documents": [list(d) for d in shards],
+        "token_dtype": corpus.dtype.name,
+        "vocab_size": corpus.vocab_size,
+        "max_seq_length": settings["max_seq_length"],
         "cls_id": cls_id,
         "sep_id": sep_id,
-        "settings": {
-            "max_seq_length": max_seq_length,
-            "short_seq_prob": short_seq_prob,
-            "dupe_factor": dupe_factor,
-            "seed": seed,
-            "shard_size": shard_size,
-        },
+        "settings": settings,
         "stats": stats,
     }
-
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed run with a recycled pid
-    tmp.mkdir()
-    try:
-        for k, start in enumerate(range(0, n, shard_size)):
-            _write_shard(tmp, k, pairs[start:start + shard_size], cls_id, sep_id, vocab_size, dtype)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    # A folder cannot be renamed over a non-empty one: move the old output
-    # aside first, so only a complete folder ever carries the name out_dir.
-    old = out_dir.with_name(f"{out_dir.name}.old-{os.getpid()}")
-    if out_dir.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        out_dir.rename(old)
-    tmp.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if run_info is not None:
+        run_info.update(seconds=time.perf_counter() - started, workers=workers,
+                        worker_peak_rss_mb={r["pid"]: r["peak_rss_mb"] for r in results})
     return stats
 
 
-# --------------------------------------------------------------------------- #
-# Reading
-# --------------------------------------------------------------------------- #
-class PairsDataset(torch.utils.data.Dataset):
-    """Examples written by ``write_pairs``, read one at a time from memory maps.
+def make_examples(tok, text_path: str | Path, out_dir: str | Path, *, cls_id: int, sep_id: int,
+                  num_workers: int = 1, progress: bool = True, run_info: dict | None = None, **settings) -> dict:
+    """Tokenize a corpus file and write its examples into ``out_dir`` (the encoded corpus in ``out_dir/corpus``).
 
-    Each item is ``{"input_ids": (T,) int64, "token_type_ids": (T,) int64,
-    "next_sentence_label": int}`` with ``T <= max_seq_length`` (unpadded).
-    Shards are opened lazily in the process that reads them, so the dataset
-    pickles cheaply into DataLoader workers.
+    ``settings`` are those of ``write_examples``. ``out_dir`` appears complete or not at all.
     """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        meta_path = self.path / "meta.json"
-        if not meta_path.is_file():
-            raise FileNotFoundError(f"{meta_path}: not found (has make_pairs written {self.path}?)")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if self.meta.get("format_version") != FORMAT_VERSION:
-            raise DataError(
-                f"{meta_path}: format_version {self.meta.get('format_version')!r}, "
-                f"this code reads {FORMAT_VERSION}; rerun make_pairs"
-            )
-        # ends[k] = number of examples in shards 0..k
-        self._ends = np.cumsum(np.asarray(self.meta["shard_counts"], dtype=np.int64))
-        self._shards: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * self.meta["n_shards"]
-
-    def __len__(self) -> int:
-        return int(self.meta["n_examples"])
-
-    def _shard(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._shards[k] is None:
-            stem = self.path / _shard_stem(k)
-            self._shards[k] = tuple(
-                np.load(f"{stem}.{part}.npy", mmap_mode="r") for part in ("tokens", "index", "nsp")
-            )
-        return self._shards[k]
-
-    def __getitem__(self, i: int) -> dict:
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"index {i} out of range for {n} examples")
-        k = int(np.searchsorted(self._ends, i, side="right"))
-        row = i - (int(self._ends[k - 1]) if k else 0)
-        tokens, index, nsp = self._shard(k)
-        start, length, seg0 = (int(x) for x in index[row])
-        input_ids = np.asarray(tokens[start:start + length], dtype=np.int64)  # (T,)
-        token_type_ids = np.zeros(length, dtype=np.int64)  # (T,)
-        token_type_ids[seg0:] = 1
-        return {
-            "input_ids": input_ids,
-            "token_type_ids": token_type_ids,
-            "next_sentence_label": int(nsp[row]),
-        }
-
-    def __getstate__(self) -> dict:
-        # Pickling a memory map would copy the whole shard; reopen instead.
-        state = self.__dict__.copy()
-        state["_shards"] = [None] * len(self._shards)
-        return state
+    settings = {"format": "nsp_pairs", "max_seq_length": 128, "short_seq_prob": 0.1, "dupe_factor": 1,
+                "seed": 12345, "shard_tokens": 250_000, **settings}
+    _check_settings(settings["format"], settings["max_seq_length"], settings["short_seq_prob"],
+                    settings["dupe_factor"], settings["shard_tokens"], num_workers)
+    # Workers are forked before the tokenizer starts its threads (forking after that is unsafe for it).
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(_new_pool(num_workers)) if num_workers > 1 else None
+        tmp = stack.enter_context(atomic_dir(out_dir))
+        corpus = encode_corpus(tok, text_path, tmp / "corpus", progress=progress)
+        _check_corpus(corpus, str(text_path), settings["format"], cls_id, sep_id)
+        return _write_examples_into(tmp, corpus, cls_id=cls_id, sep_id=sep_id, num_workers=num_workers,
+                                    progress=progress, run_info=run_info, name=Path(out_dir).name,
+                                    settings=settings, pool=pool)

@@ -1,9 +1,10 @@
 """The pretrain stage: a LightningModule around our BERT, trained on the pairs.
 
 The module is wiring: one shared step for train and validation, metrics named
-``split/metric``. Masking happens here, at batch time, with a generator seeded
-from (seed, split, epoch, batch), so every batch gets a fresh mask that is the
-same on every rerun.
+``split/metric``. Masking happens here, at batch time: dynamically with a
+generator seeded from (seed, epoch, batch), so every batch gets a fresh mask
+that is the same on every rerun, or statically (``masking.static``) with one
+seed per stored example, so an example always gets the same mask.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from pipeline.data import PairsDataModule
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.masking import IGNORE, MaskingConfig, continuation_table, mask_tokens
+from pipeline.masking import IGNORE, MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss
 from pipeline.model.hf import save_hf
 from pipeline.optim import build_optimizer
@@ -56,12 +57,17 @@ class BertPretraining(L.LightningModule):
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
 
     def _mask(self, batch: dict, batch_idx: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = batch["input_ids"]
+        special = (batch["attention_mask"] == 0) | (ids == self.cls_id) | (ids == self.sep_id)
+        if self.masking.static and split == "train":
+            # One fixed mask per stored example (each of the dupe_factor copies has its own).
+            seeds = [example_seed(self.seed, int(i)) for i in batch["index"]]
+            return mask_examples(ids, special, seeds, self.masking, mask_id=self.mask_id,
+                                 vocab_size=self.vocab_size, continuation=self.continuation)
         # Validation reuses the same masks at every check, so its curve compares like with like.
         epoch = self.current_epoch if split == "train" else -1
         g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, batch_idx))
-        ids = batch["input_ids"]
-        special = (batch["attention_mask"] == 0) | (ids == self.cls_id) | (ids == self.sep_id)
-        return mask_tokens(batch["input_ids"], special, self.masking, mask_id=self.mask_id,
+        return mask_tokens(ids, special, self.masking, mask_id=self.mask_id,
                            vocab_size=self.vocab_size, generator=g, continuation=self.continuation)
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
@@ -109,7 +115,7 @@ def pretrain(cfg: DictConfig) -> dict:
     ids = special_ids(tok)
     config = model_config(cfg, tok.get_vocab_size())
     data = PairsDataModule(cfg.paths.pairs, batch_size=cfg.trainer.batch_size // cfg.trainer.accumulate_grad_batches,
-                           seed=cfg.seed, num_workers=cfg.runtime.num_workers)
+                           seed=cfg.seed, num_workers=cfg.runtime.loader_workers)
     module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
                              seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"],

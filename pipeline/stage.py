@@ -6,11 +6,11 @@ error (``LabError``) into one line on stderr and exit status 2.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any, Callable
 
-import torch
 from omegaconf import DictConfig
 
 from pipeline.config import validate
@@ -22,7 +22,15 @@ log = logging.getLogger("pipeline")
 def apply_runtime(cfg: DictConfig) -> None:
     rt = cfg.get("runtime")
     if rt is not None and rt.get("num_threads"):
+        import torch  # only stages that train pay for importing torch
+
         torch.set_num_threads(int(rt.num_threads))
+
+
+def worker_count(cfg: DictConfig) -> int:
+    """Processes for data stages: ``runtime.num_workers``, or every core this process may use."""
+    n = cfg.get("runtime", {}).get("num_workers")
+    return int(n) if n else len(os.sched_getaffinity(0))
 
 
 def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:

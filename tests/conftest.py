@@ -27,3 +27,29 @@ def run_stage(stage: str, *overrides: str, cwd: Path = ROOT) -> subprocess.Compl
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run([sys.executable, "-m", f"stages.{stage}", *overrides], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def wikitext(tmp_path_factory):
+    """WikiText-2 ``valid`` (~250k word pieces of real text) as our pipeline sees it.
+
+    Articles split into sentences, a WordPiece vocabulary of 8,000 trained on
+    them, and the text encoded; skipped when ../shared/data is absent.
+    """
+    from types import SimpleNamespace
+
+    from pipeline.corpus import clean, wikitext_documents, write_documents
+    from pipeline.pairs import encode_corpus
+    from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece, vocab_list
+
+    src = shared_data("wikitext-2", "valid.txt")
+    root = tmp_path_factory.mktemp("wikitext")
+    docs = [clean(d) for d in wikitext_documents(str(src))]
+    with open(root / "valid.txt", "w", encoding="utf-8") as f:
+        write_documents(docs, f)
+    train_wordpiece((s for d in docs for s in d.sentences), root / "tok", vocab_size=8000, progress=False)
+    tok = load_tokenizer(root / "tok")
+    corpus = encode_corpus(tok, root / "valid.txt", root / "encoded", progress=False)
+    assert corpus.meta["n_tokens"] >= 100_000
+    return SimpleNamespace(root=root, text=root / "valid.txt", tok=tok, ids=special_ids(tok), corpus=corpus,
+                           vocab=vocab_list(tok))
