@@ -1,11 +1,12 @@
 """Masked-LM corruption: counts, the 80/10/10 split, specials untouched, reproducible."""
 from __future__ import annotations
 
-import torch
+import math
 
 import pytest
+import torch
 
-from pipeline.masking import IGNORE, MaskingConfig, continuation_table, mask_tokens
+from pipeline.masking import IGNORE, MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 
 MASK, CLS, SEP, V = 4, 2, 3, 1000
 
@@ -100,3 +101,86 @@ def test_whole_word_masking_takes_all_pieces_of_a_word():
     lengths = (ids != 0).sum(1)
     assert (chosen.sum(1) <= torch.clamp(torch.round(lengths * 0.15), 1, 40)).all()
     assert chosen.sum(1).float().mean() > 0.8 * torch.round(lengths * 0.15).float().mean()
+
+
+# --------------------------------------------------------------------------- #
+# On real text: every example of WikiText-2 valid (~250k word pieces)
+# --------------------------------------------------------------------------- #
+@pytest.fixture(scope="module")
+def wiki_batch(wikitext, tmp_path_factory):
+    from pipeline.data import pad_collate
+    from pipeline.pairs import write_examples
+    from pipeline.shards import PairsDataset
+
+    ids = wikitext.ids
+    out = tmp_path_factory.mktemp("wiki_pairs") / "p"
+    write_examples(wikitext.corpus, out, cls_id=ids["cls"], sep_id=ids["sep"], dupe_factor=1, progress=False)
+    ds = PairsDataset(out)
+    batch = pad_collate([ds[i] for i in range(len(ds))])
+    input_ids = batch["input_ids"]
+    special = (batch["attention_mask"] == 0) | (input_ids == ids["cls"]) | (input_ids == ids["sep"])
+    assert int(batch["attention_mask"].sum()) >= 100_000
+    return input_ids, special, ids, continuation_table(wikitext.vocab)
+
+
+@pytest.mark.parametrize("mask, same, rnd", PROCEDURES)
+def test_masking_procedures_on_real_text(wiki_batch, mask, same, rnd):
+    input_ids, special, ids, _ = wiki_batch
+    V_real = len(wiki_batch[3])
+    # A cap that never binds, so the chosen share is masked_lm_prob itself.
+    cfg = MaskingConfig(mask_token_prob=mask, keep_prob=same, random_token_prob=rnd, max_predictions_per_seq=128)
+    corrupted, labels = mask_tokens(input_ids, special, cfg, mask_id=ids["mask"], vocab_size=V_real,
+                                    generator=torch.Generator().manual_seed(11))
+    chosen = labels != IGNORE
+    assert not (chosen & special).any()  # [CLS], [SEP] and padding are never chosen
+    assert torch.equal(corrupted[~chosen], input_ids[~chosen])
+    lengths = (input_ids != 0).sum(1)  # counts [CLS] and [SEP], as the original does
+    assert torch.equal(chosen.sum(1), torch.clamp(torch.round(lengths * 0.15), min=1).long())
+    assert abs(chosen.sum().item() / lengths.sum().item() - 0.15) < 0.002
+    n = chosen.sum().item()
+    got = {
+        "mask": (corrupted[chosen] == ids["mask"]).float().mean().item(),
+        "same": (corrupted[chosen] == input_ids[chosen]).float().mean().item(),
+    }
+    got["rnd"] = 1 - got["mask"] - got["same"]
+    for name, want in (("mask", mask), ("same", same), ("rnd", rnd)):
+        tol = 4 * math.sqrt(max(want * (1 - want), 1e-4) / n) + 2 / V_real  # a random token may hit [MASK] or itself
+        assert abs(got[name] - want) < tol, (name, got, n)
+
+
+def test_whole_word_masking_never_splits_a_real_word(wiki_batch):
+    input_ids, special, ids, table = wiki_batch
+    assert table[input_ids].float().mean() > 0.05  # real text has plenty of ## pieces
+    cfg = MaskingConfig(whole_word=True)
+    corrupted, labels = mask_tokens(input_ids, special, cfg, mask_id=ids["mask"], vocab_size=len(table),
+                                    continuation=table, generator=torch.Generator().manual_seed(12))
+    chosen = labels != IGNORE
+    assert not (chosen & special).any()
+    continues = table[input_ids] & ~special
+    # A continuation piece is chosen exactly when the piece before it is (same word).
+    prev_chosen = torch.zeros_like(chosen)
+    prev_chosen[:, 1:] = chosen[:, :-1]
+    assert torch.equal(chosen[continues], prev_chosen[continues])
+    words_chosen = (chosen & ~continues).sum().item()
+    assert words_chosen > 1000
+    lengths = (input_ids != 0).sum(1)
+    assert (chosen.sum(1) <= torch.clamp(torch.round(lengths * 0.15), 1, 20)).all()
+
+
+def test_static_masks_depend_on_the_example_not_the_batch(wiki_batch):
+    input_ids, special, ids, table = wiki_batch
+    rows = input_ids[:16]
+    cfg = MaskingConfig(static=True)
+    kw = dict(mask_id=ids["mask"], vocab_size=len(table))
+    seeds = [example_seed(1234, i) for i in range(16)]
+    a, la = mask_examples(rows, special[:16], seeds, cfg, **kw)
+    # The same examples in another order, padded further: each keeps its mask.
+    order = list(reversed(range(16)))
+    padded = torch.nn.functional.pad(rows[order], (0, 7))
+    padded_special = torch.nn.functional.pad(special[:16][order], (0, 7), value=True)
+    b, lb = mask_examples(padded, padded_special, [seeds[i] for i in order], cfg, **kw)
+    assert torch.equal(b[:, :rows.shape[1]], a[order]) and torch.equal(lb[:, :rows.shape[1]], la[order])
+    assert (lb[:, rows.shape[1]:] == IGNORE).all()
+    # Another seed (another stored copy of the example) gets another mask.
+    c, lc = mask_examples(rows, special[:16], [example_seed(1234, i + 16) for i in range(16)], cfg, **kw)
+    assert not torch.equal(lc, la)

@@ -302,7 +302,7 @@ def test_output_is_byte_identical_for_any_worker_count(wikitext, tmp_path):
 
 
 def test_peak_memory_does_not_grow_with_the_corpus(wikitext, tmp_path):
-    """Streaming: an 8x larger corpus costs about the same peak memory."""
+    """Streaming: a 16x larger corpus costs about the same peak memory."""
     text = wikitext.text.read_text(encoding="utf-8").rstrip("\n")
     script = textwrap.dedent("""
         import json, resource, sys
@@ -316,16 +316,17 @@ def test_peak_memory_does_not_grow_with_the_corpus(wikitext, tmp_path):
         print(json.dumps({"main": main, "workers": max(info["worker_peak_rss_mb"].values())}))
     """)
     peaks = {}
-    for copies in (1, 8):
+    for copies in (1, 16):
         f = tmp_path / f"x{copies}.txt"
         f.write_text("\n\n".join([text] * copies) + "\n", encoding="utf-8")
         out = subprocess.run([sys.executable, "-c", script, str(wikitext.root / "tok"), str(f), str(tmp_path / f"p{copies}")],
                              capture_output=True, text=True, check=True)
         peaks[copies] = json.loads(out.stdout.strip().splitlines()[-1])
-    # 7 extra copies are ~1.8M more tokens: an in-memory design would hold them
-    # as Python lists (tens of bytes each); here they stay on disk.
-    for proc in ("main", "workers"):
-        assert peaks[8][proc] - peaks[1][proc] < 25, peaks
+    # 15 extra copies are ~3.9M more tokens. Holding them in memory as Python
+    # lists would cost over 36 bytes each (140 MB); here they stay on disk. The
+    # slack covers the tokenizer's own allocations, which vary with the vocabulary.
+    assert peaks[16]["main"] - peaks[1]["main"] < 80, peaks
+    assert peaks[16]["workers"] - peaks[1]["workers"] < 25, peaks
 
 
 # --------------------------------------------------------------------------- #
