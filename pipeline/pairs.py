@@ -54,21 +54,22 @@ drawn (dynamically, or statically: the same mask for an example every time).
 from __future__ import annotations
 
 import bisect
+from concurrent.futures import ThreadPoolExecutor
 import contextlib
 import hashlib
 import json
 import multiprocessing
 import os
 import random
+import re
 import resource
 import time
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from pipeline.corpus import read_documents
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir
 from pipeline.shards import FORMAT_VERSION, FORMATS, shard_stem, token_dtype
@@ -195,6 +196,35 @@ def encode_documents_to_corpus(documents: Iterable[Sequence[Sequence[int]]], fol
     return EncodedCorpus(folder)
 
 
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line break, then a line of nothing but spaces
+
+
+def _document_batches(path: Path, batch_chars: int, bar) -> Iterator[list[str]]:
+    """Documents of a corpus file (sentences joined by newlines), in batches of about ``batch_chars``.
+
+    Read in large blocks and split on blank lines in C, so the cost per
+    sentence stays inside the tokenizer.
+    """
+    rest = ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            while True:
+                block = f.read(batch_chars)
+                if "\x00" in block:
+                    raise DataError(f"{path}: contains NUL bytes; expected a UTF-8 text file, this looks binary")
+                bar.update(len(block))
+                if not block:
+                    break
+                docs = _BLANK_LINE.split(rest + block)
+                rest = docs.pop()  # may continue in the next block
+                if docs:
+                    yield docs
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not valid UTF-8 (byte {e.start} of a block: {e.reason})") from None
+    if rest.strip():
+        yield [rest]
+
+
 def encode_corpus(tok, text_path: str | Path, folder: str | Path, *, progress: bool = True,
                   batch_chars: int = 1 << 20) -> EncodedCorpus:
     """Tokenize a corpus file (one sentence per line, blank line between documents) into ``folder``.
@@ -211,33 +241,33 @@ def encode_corpus(tok, text_path: str | Path, folder: str | Path, *, progress: b
     vocab_size = enc.get_vocab_size()
     enc.add_tokens([AddedToken(_SENTINEL, normalized=False, special=False)])
     sentinel = enc.token_to_id(_SENTINEL)
-    w = _CorpusWriter(Path(folder), vocab_size)
-
-    def flush(batch: list[list[str]]) -> None:
-        for e in enc.encode_batch_fast([_SENTINEL.join(d) for d in batch], add_special_tokens=False):
-            ids = np.asarray(e.ids, dtype=np.int64)
-            cuts = np.flatnonzero(ids == sentinel)
-            bounds = np.concatenate(([-1], cuts, [len(ids)]))
-            w.add(ids[ids != sentinel], np.diff(bounds) - 1)
-
-    size = text_path.stat().st_size if text_path.is_file() else None
-    if size is None:
+    if not text_path.is_file():
         raise DataError(f"{text_path}: corpus file not found (has prepare_corpus run?)")
-    with tqdm(total=size, desc=f"encode {text_path.name}", unit="B", unit_scale=True, disable=not progress,
-              mininterval=1.0) as bar:
-        batch, chars = [], 0
-        for doc in read_documents(text_path):
-            batch.append(doc)
-            n = sum(len(s) + 1 for s in doc) + 1
-            chars += n
-            bar.update(n)
-            if chars >= batch_chars:
-                flush(batch)
-                bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens, refresh=False)
-                batch, chars = [], 0
-        if batch:
-            flush(batch)
-        bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens)
+    w = _CorpusWriter(Path(folder), vocab_size)
+    with tqdm(total=text_path.stat().st_size, desc=f"encode {text_path.name}", unit="B", unit_scale=True,
+              disable=not progress, mininterval=1.0) as bar:
+        def encode(batch: list[str]) -> list:
+            return enc.encode_batch_fast([d.replace("\n", _SENTINEL) for d in batch], add_special_tokens=False)
+
+        def store(encodings: list) -> None:
+            for e in encodings:
+                ids = np.asarray(e.ids, dtype=np.int64)
+                cuts = np.flatnonzero(ids == sentinel)
+                bounds = np.concatenate(([-1], cuts, [len(ids)]))
+                w.add(ids[ids != sentinel], np.diff(bounds) - 1)
+            bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens, refresh=False)
+
+        # The tokenizer works on the next batch (without the GIL) while this
+        # thread reads the file and stores the previous one.
+        with ThreadPoolExecutor(1) as pool:
+            pending = None
+            for batch in _document_batches(text_path, batch_chars, bar):
+                job = pool.submit(encode, batch)
+                if pending is not None:
+                    store(pending.result())
+                pending = job
+            if pending is not None:
+                store(pending.result())
     w.close()
     return EncodedCorpus(folder)
 
