@@ -7,7 +7,7 @@ Runs the stage's own code (tokenize the corpus file, generate the examples,
 write the shards) in a child process, then the reference (``reference_pairs``:
 the original script's in-memory recipe with the pure-Python BERT tokenizer and
 per-instance masking, writing nothing) in another, sampling the memory of each
-process tree every 10 ms. Ours masks at batch time, so the cost of masking
+process tree every 20 ms. Ours masks at batch time, so the cost of masking
 every example once (what static masking adds) is measured separately as
 ``mask_s``.
 
@@ -80,7 +80,7 @@ def run_child(args: list[str]) -> tuple[dict, float, float]:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, tree_rss_mb(proc.pid))
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
