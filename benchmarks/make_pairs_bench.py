@@ -7,7 +7,7 @@ Runs the stage's own code (tokenize the corpus file, generate the examples,
 write the shards) in a child process, then the reference (``reference_pairs``:
 the original script's in-memory recipe with the pure-Python BERT tokenizer and
 per-instance masking, writing nothing) in another, sampling the memory of each
-process tree every 20 ms. Ours masks at batch time, so the cost of masking
+process tree (summed RSS and PSS) every 20 ms. Ours masks at batch time, so the cost of masking
 every example once (what static masking adds) is measured separately as
 ``mask_s``.
 
@@ -48,38 +48,47 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_mb(pid: int) -> float:
+def _memory_mb(pid: int) -> tuple[float, float]:
+    """(RSS, PSS) of one process; PSS gives each page shared with other processes only its share."""
+    rss = pss = 0.0
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) / 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return rss, pss
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants (shared pages counted in each: an upper bound)."""
-    total, stack = 0.0, [pid]
+def tree_memory_mb(pid: int) -> tuple[float, float]:
+    """Summed (RSS, PSS) of a process and all its descendants.
+
+    The RSS sum counts pages the workers share with their parent once per
+    process, an upper bound; the PSS sum counts them once in all.
+    """
+    rss = pss = 0.0
+    stack = [pid]
     while stack:
         p = stack.pop()
-        total += _rss_mb(p)
+        r, q = _memory_mb(p)
+        rss, pss = rss + r, pss + q
         stack += _children(p)
-    return total
+    return rss, pss
 
 
-def run_child(args: list[str]) -> tuple[dict, float, float]:
-    """Run this script in child mode; returns its JSON result, wall seconds and sampled peak tree RSS."""
+def run_child(args: list[str]) -> tuple[dict, float, list[float]]:
+    """Run this script in child mode; returns its JSON result, wall seconds and sampled peak (RSS, PSS) sums."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
-    peak = 0.0
+    peak = [0.0, 0.0]
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
         while not done.is_set():
-            peak = max(peak, tree_rss_mb(proc.pid))
+            peak[:] = map(max, peak, tree_memory_mb(proc.pid))
             time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -210,21 +219,22 @@ def main() -> None:
         ours, ours_process_s, ours_peak = run_child(["--child", "ours", *common, *out,
                                                      *(["--quiet"] if a.quiet else [])])
         mask_s = run_child(["--child", "mask", *common, *out])[0]["mask_s"] if a.mask else None
-    result = {"wall_s": round(ours["wall_s"], 3), "peak_rss_mb": round(ours_peak, 1), "examples": ours["examples"],
+    result = {"wall_s": round(ours["wall_s"], 3), "peak_rss_mb": round(ours_peak[0], 1),
+              "peak_pss_mb": round(ours_peak[1], 1), "examples": ours["examples"],
               "tokens": ours["tokens"], "process_s": round(ours_process_s, 3),
               "mask_s": round(mask_s, 3) if mask_s is not None else None,
               "workers": a.workers, "dupe_factor": a.dupe_factor, "max_seq_length": a.max_seq_length}
-    print(f"ours:      {ours['wall_s']:8.2f} s  peak {ours_peak:7.1f} MB (process tree)  "
+    print(f"ours:      {ours['wall_s']:8.2f} s  peak {ours_peak[0]:7.1f} MB RSS, {ours_peak[1]:.1f} MB PSS (all processes)  "
           f"{ours['examples']:,} examples, {ours['tokens']:,} tokens; masking every example once: "
           f"{mask_s or 0:.2f} s", file=sys.stderr)
     if a.reference != "none":
         ref, ref_process_s, ref_peak = run_child(["--child", "reference", *common])
-        result.update(ref_wall_s=round(ref["wall_s"], 3), ref_peak_rss_mb=round(ref_peak, 1),
+        result.update(ref_wall_s=round(ref["wall_s"], 3), ref_peak_rss_mb=round(ref_peak[0], 1),
                       ref_examples=ref["examples"], ref_tokenizer=a.reference,
                       speedup=round(ref["wall_s"] / ours["wall_s"], 2),
                       speedup_with_masking=round(ref["wall_s"] / (ours["wall_s"] + (mask_s or 0)), 2),
-                      memory_ratio=round(ours_peak / ref_peak, 3))
-        print(f"reference: {ref['wall_s']:8.2f} s  peak {ref_peak:7.1f} MB  {ref['examples']:,} examples "
+                      memory_ratio=round(ours_peak[0] / ref_peak[0], 3))
+        print(f"reference: {ref['wall_s']:8.2f} s  peak {ref_peak[0]:7.1f} MB RSS  {ref['examples']:,} examples "
               f"(in memory, {a.reference} tokenizer, masking included, nothing written)", file=sys.stderr)
         print(f"ratio:     {result['speedup']:.1f}x faster ({result['speedup_with_masking']:.1f}x counting masking), "
               f"{result['memory_ratio']:.2f}x the memory", file=sys.stderr)

@@ -469,7 +469,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _write_shard(folder: Path, k: int, examples: Sequence[Example], corpus: EncodedCorpus, cls_id: int,
-                 sep_id: int, chunk: int = 32768) -> int:
+                 sep_id: int, chunk: int = 4096) -> int:
     """Write one shard's tokens, index and NSP labels; returns its token count."""
     n = len(examples)
     counts = np.fromiter((len(ex.segments) for ex in examples), dtype=np.int64, count=n)

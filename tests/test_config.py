@@ -30,6 +30,10 @@ def test_every_concern_has_a_group():
     ("tokenizer.vocab_size=4", "tokenizer.vocab_size=4"),
     ("optim.lr=-1", "optim.lr=-1"),
     ("finetune.modes=[pretrained,frozen]", "finetune.modes"),
+    ("pairs.format=full_sentences", "pairs.format=full_sentences is not allowed with objective.nsp=true"),
+    ("pairs.format=sentences", "pairs.format='sentences'"),
+    ("masking.static=maybe", "masking.static='maybe'"),
+    ("runtime.num_workers=0", "runtime.num_workers=0"),
 ])
 def test_invalid_settings_name_key_and_value(override, key):
     with pytest.raises(ConfigError) as e:
@@ -40,6 +44,14 @@ def test_invalid_settings_name_key_and_value(override, key):
 def test_demo_and_tiny_configs_are_valid():
     validate(compose())
     validate(compose(["experiment=tiny"]))
+    validate(compose(["objective=mlm", "pairs.format=doc_sentences", "masking.static=true"]))
+
+
+def test_config_knows_the_example_formats():
+    from pipeline.config import PAIR_FORMATS
+    from pipeline.shards import FORMATS
+
+    assert PAIR_FORMATS == FORMATS
 
 
 def test_dvc_path_reads_params_yaml():

@@ -66,6 +66,28 @@ def test_text_that_looks_like_special_tokens_is_encoded_as_text(wikitext, tmp_pa
     assert not np.isin(corpus.tokens, list(wikitext.ids.values())[:5]).any()  # no special id from text
 
 
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_encoding_of_odd_text_matches_the_tokenizer(tmp_path, lowercase):
+    """Plain-ASCII runs skip the normalizer; everything else must come out as the tokenizer makes it."""
+    from pipeline.wordpiece import load_tokenizer, train_wordpiece
+
+    sentences = ["The Café served crème brûlée .", "Plain ASCII words , UPPER and lower .",
+                 "Tabs\tand\x0bvertical\x0cfeeds here .", "Bell\x07and escape\x1b inside words .",
+                 "中文字符 mixed with English .", "ＦＵＬＬ width and ﬁ ligatures .", "Use [MASK] or [SEP] literally .",
+                 "DEL\x7fchar and \u200b zero width .", "ÀÉÎÕÜ accents upper .", "last plain sentence ."]
+    train_wordpiece(sentences * 20, tmp_path / "tok", vocab_size=300, lowercase=lowercase, progress=False)
+    tok = load_tokenizer(tmp_path / "tok")
+    docs = [sentences[:4], sentences[4:7], sentences[7:]]
+    f = tmp_path / "c.txt"
+    f.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+    corpus = encode_corpus(tok, f, tmp_path / "enc", progress=False)
+    tok.encode_special_tokens = True  # literal "[MASK]" is text, as for the original tokenizer
+    expected = [tok.encode(s, add_special_tokens=False).ids for s in sentences]
+    assert corpus.n_documents == 3
+    got = [corpus.document(d) for d in range(3)]
+    assert [x.tolist() for doc in got for x in doc] == [e for e in expected if e]
+
+
 # --------------------------------------------------------------------------- #
 # The recipe, on real text
 # --------------------------------------------------------------------------- #

@@ -117,3 +117,20 @@ def test_hydra_multirun_records_each_job(project):
     runs = client.search_runs([exp.experiment_id], "params.`trainer.max_steps` = '3'")
     assert sorted(r.data.params["optim.lr"] for r in runs) == ["0.001", "0.002"]
     assert not (dst / "outputs").exists() and not (dst / "multirun").exists()
+
+
+def test_nsp_off_packing_with_static_masking_trains(project):
+    """RoBERTa's FULL-SENTENCES packing, masked LM alone, one fixed mask per stored example."""
+    dst, env = project
+    if not (dst / "data" / "corpus").exists():
+        pytest.skip("needs the pipeline run above")
+    common = ["experiment=tiny", "objective=mlm", "pairs.format=full_sentences", "masking.static=true",
+              "runtime.progress=false", "paths.pairs=data/pairs_packed", "paths.metrics=metrics_packed",
+              "paths.pretrain=models/packed", "paths.plots=plots_packed"]
+    _run([sys.executable, "-m", "stages.make_pairs", *common], dst, env)
+    pairs = json.loads((dst / "metrics_packed" / "pairs.json").read_text())
+    assert pairs["train"]["format"] == "full_sentences" and "fraction_random_next" not in pairs["train"]
+    _run([sys.executable, "-m", "stages.pretrain", *common, "trainer.max_steps=6", "trainer.val_check_interval=3"],
+         dst, env)
+    metrics = json.loads((dst / "metrics_packed" / "pretrain.json").read_text())
+    assert metrics["val/mlm_acc"] >= 0 and not any("nsp" in k for k in metrics), metrics
