@@ -89,7 +89,7 @@ def run_child(args: list[str]) -> tuple[dict, float, list[float]]:
     def sample() -> None:
         while not done.is_set():
             peak[:] = map(max, peak, tree_memory_mb(proc.pid))
-            time.sleep(0.02)
+            time.sleep(0.05)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()

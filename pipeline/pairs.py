@@ -247,26 +247,32 @@ class _FastEncoder:
         from tokenizers import AddedToken, Tokenizer
 
         self.vocab_size = tok.get_vocab_size()
-        self.full = Tokenizer.from_str(tok.to_str())
+        spec = tok.to_str()
+        self.full = Tokenizer.from_str(spec)
         self.full.encode_special_tokens = True
         self.full.add_tokens([AddedToken(_SENTINEL, normalized=False, special=False)])
         self.sentinel = self.full.token_to_id(_SENTINEL)
-        norm = json.loads(self.full.to_str()).get("normalizer") or {}
+        norm = json.loads(spec).get("normalizer") or {}
         self.plain = None
         if norm.get("type") == "BertNormalizer" and norm.get("clean_text", True):
             self.lowercase = bool(norm.get("lowercase", True))
-            self.plain = Tokenizer.from_str(self.full.to_str())
+            self.plain = Tokenizer.from_str(spec)
             self.plain.normalizer = None
             self.plain.encode_special_tokens = True
+            self.plain.add_tokens([AddedToken(_SENTINEL, normalized=False, special=False)])
+            if self.plain.token_to_id(_SENTINEL) != self.sentinel:  # both are copies of one tokenizer
+                raise RuntimeError("the sentinel token got different ids in the two tokenizer copies")
 
     def _is_plain(self, sentence: str) -> bool:
         return sentence.isascii() and not _ASCII_CONTROL.search(sentence)
 
-    def encode(self, docs: list[str]) -> list[list[list[int]]]:
-        """For each document (sentences separated by newlines): the ids of its runs, sentinels included."""
+    def prepare(self, docs: list[str]) -> tuple[list[str], list[str], list[list[tuple[bool, int]]]]:
+        """Tokenizer inputs for documents (sentences separated by newlines): (full, plain, plan per document).
+
+        A document's plan lists its runs of sentences in order: (plain?, index into that input list).
+        """
         if self.plain is None:
-            encs = self.full.encode_batch_fast([d.replace("\n", _SENTINEL) for d in docs], add_special_tokens=False)
-            return [[e.ids] for e in encs]
+            return [d.replace("\n", _SENTINEL) for d in docs], [], [[(False, i)] for i in range(len(docs))]
         inputs: tuple[list[str], list[str]] = ([], [])  # (full, plain)
         plans = []
         for doc in docs:
@@ -278,15 +284,18 @@ class _FastEncoder:
                 plan.append((plain, len(inputs[plain])))
                 inputs[plain].append(text)
             plans.append(plan)
-        outs = [tk.encode_batch_fast(x, add_special_tokens=False) if x else []
-                for tk, x in ((self.full, inputs[0]), (self.plain, inputs[1]))]
-        return [[outs[plain][i].ids for plain, i in plan] for plan in plans]
+        return inputs[0], inputs[1], plans
 
-    def store(self, runs_per_doc: list[list[list[int]]], w: "_CorpusWriter") -> None:
-        for runs in runs_per_doc:
+    def tokenize(self, full: list[str], plain: list[str]) -> tuple[list, list]:
+        """Both tokenizer calls (they release the GIL, so this runs well in a thread)."""
+        return (self.full.encode_batch_fast(full, add_special_tokens=False) if full else [],
+                self.plain.encode_batch_fast(plain, add_special_tokens=False) if plain else [])
+
+    def store(self, plans: list[list[tuple[bool, int]]], outs: tuple[list, list], w: "_CorpusWriter") -> None:
+        for plan in plans:
             parts, lengths = [], []
-            for run in runs:
-                ids = np.asarray(run, dtype=np.int64)
+            for plain, i in plan:
+                ids = np.asarray(outs[plain][i].ids, dtype=np.int64)
                 bounds = np.concatenate(([-1], np.flatnonzero(ids == self.sentinel), [len(ids)]))
                 parts.append(ids[ids != self.sentinel])
                 lengths.append(np.diff(bounds) - 1)
@@ -310,15 +319,18 @@ def encode_corpus(tok, text_path: str | Path, folder: str | Path, *, progress: b
     w = _CorpusWriter(Path(folder), encoder.vocab_size)
     with tqdm(total=text_path.stat().st_size, desc=f"encode {text_path.name}", unit="B", unit_scale=True,
               disable=not progress, mininterval=1.0) as bar, ThreadPoolExecutor(1) as pool:
+        # Three stages in flight: the tokenizer works on batch k in a thread
+        # while this one prepares batch k + 1 and stores batch k - 1.
         pending = None
         for batch in _document_batches(text_path, batch_chars, bar):
-            job = pool.submit(encoder.encode, batch)
+            full, plain, plans = encoder.prepare(batch)
+            job = pool.submit(encoder.tokenize, full, plain)
             if pending is not None:
-                encoder.store(pending.result(), w)
+                encoder.store(pending[0], pending[1].result(), w)
                 bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens, refresh=False)
-            pending = job
+            pending = (plans, job)
         if pending is not None:
-            encoder.store(pending.result(), w)
+            encoder.store(pending[0], pending[1].result(), w)
     w.close()
     return EncodedCorpus(folder)
 
