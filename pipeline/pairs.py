@@ -331,6 +331,7 @@ def encode_corpus(tok, text_path: str | Path, folder: str | Path, *, progress: b
             pending = (plans, job)
         if pending is not None:
             encoder.store(pending[0], pending[1].result(), w)
+        bar.set_postfix(docs=w.n_documents, tokens=w.n_tokens)
     w.close()
     return EncodedCorpus(folder)
 
