@@ -25,9 +25,17 @@ def warmup_linear(total_steps: int, warmup_ratio: float):
     return factor
 
 
-def build_optimizer(model: nn.Module, optim: dict, total_steps: int):
+def make_adamw(params, *, lr: float, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
+               fused: bool = True) -> torch.optim.AdamW:
+    """torch's AdamW; with ``fused`` its single-kernel form, which torch has for CPU and CUDA
+    (several times faster than the per-parameter loop on CPU, same update up to rounding)."""
+    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                             fused=bool(fused))
+
+
+def build_optimizer(model: nn.Module, optim: dict, total_steps: int, fused: bool = True):
     """AdamW + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format."""
-    opt = torch.optim.AdamW(param_groups(model, optim["weight_decay"]), lr=optim["lr"],
-                            betas=tuple(optim["betas"]), eps=optim["eps"])
+    opt = make_adamw(param_groups(model, optim["weight_decay"]), lr=optim["lr"], betas=optim["betas"],
+                     eps=optim["eps"], fused=fused)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"]))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
