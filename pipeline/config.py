@@ -6,6 +6,7 @@ fails before any compute is spent, never deep inside training.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -15,6 +16,7 @@ from pipeline.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
 PAIR_FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")  # pipeline.pairs.FORMATS
 
 
@@ -100,9 +102,13 @@ def validate(cfg: DictConfig) -> None:
                 f"pairs.max_seq_length={cfg.pairs.max_seq_length} is not allowed: expected at most "
                 f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
     if "objective" in cfg:
-        _check(cfg, "objective.mlm", lambda v: v is True, "true (masked LM is the objective here)")
+        _check(cfg, "objective.lm", lambda v: v in ("masked", "left_to_right"), "masked or left_to_right")
         _check(cfg, "objective.nsp", lambda v: isinstance(v, bool), "true or false")
+        if cfg.objective.lm == "left_to_right" and cfg.objective.nsp:
+            raise ConfigError("objective.nsp=true is not allowed with objective.lm=left_to_right: expected false "
+                              "(a left-to-right model has no bidirectional [CLS] to classify pairs with)")
     if "optim" in cfg:
+        _check(cfg, "optim.name", lambda v: v in ("adamw", "lamb"), "adamw or lamb")
         _check(cfg, "optim.lr", lambda v: _number(v) and v > 0, "a positive number")
         _check(cfg, "optim.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0")
         _check(cfg, "optim.warmup_ratio", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)")
@@ -110,8 +116,10 @@ def validate(cfg: DictConfig) -> None:
                "two numbers in [0, 1)")
     if "trainer" in cfg:
         for k in ("max_steps", "batch_size", "accumulate_grad_batches", "val_check_interval",
-                  "limit_val_batches", "log_every_n_steps"):
+                  "limit_val_batches", "log_every_n_steps", "checkpoint_every_n_steps"):
             _check(cfg, f"trainer.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        _check(cfg, "trainer.max_time", lambda v: v is None or bool(_DURATION.fullmatch(str(v))),
+               'a wall-clock budget "DD:HH:MM:SS" or null (optional)')
     if "finetune" in cfg:
         _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= {"pretrained", "scratch"},
                "a non-empty list of: pretrained, scratch")
@@ -134,5 +142,6 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.num_workers", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional: all cores)")
         _check(cfg, "runtime.loader_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
+        _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")

@@ -1,12 +1,17 @@
 """Batches for pretraining: memory-mapped pairs, padded to the longest in the batch."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import lightning.pytorch as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+# torchdata 0.11 calls a torch API that torch 2.13 deprecates; nothing for users to act on.
+warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
 
 from pipeline.shards import PairsDataset
 
@@ -49,12 +54,13 @@ class PairsDataModule(L.LightningDataModule):
         self.train_set = PairsDataset(self.path / "train")
         self.valid_set = PairsDataset(self.path / "valid")
 
-    def train_dataloader(self) -> DataLoader:
-        # An explicit generator: the order of examples depends on the seed alone.
+    def train_dataloader(self) -> StatefulDataLoader:
+        # An explicit generator: the order of examples depends on the seed alone. The
+        # loader's position goes into checkpoints, so a resumed run continues the same order.
         g = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True,
-                          generator=g, collate_fn=pad_collate, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+        return StatefulDataLoader(self.train_set, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                                  generator=g, collate_fn=pad_collate, num_workers=self.num_workers,
+                                  persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.valid_set, batch_size=self.batch_size, shuffle=False, collate_fn=pad_collate,

@@ -15,3 +15,7 @@ class ConfigError(LabError, ValueError):
 
 class DataError(LabError, ValueError):
     """An input file or data set is missing, empty or malformed; the message names it."""
+
+
+class TrainingError(LabError, RuntimeError):
+    """Training cannot go on (a non-finite loss, an unreadable checkpoint); the message says what to do."""

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 from torchmetrics.classification import MulticlassAccuracy
 
 from pipeline.data import pad_collate
+from pipeline.errors import DataError
 from pipeline.io import read_json, write_json
 from pipeline.model.bert import BertForSequenceClassification
 from pipeline.model.hf import config_from_hf, load_hf
@@ -41,9 +42,10 @@ def encode(tok, examples: list[Example], max_seq_length: int) -> list[dict]:
 
 
 class SequenceClassification(L.LightningModule):
-    def __init__(self, model: BertForSequenceClassification, num_labels: int, optim: dict, total_steps: int):
+    def __init__(self, model: BertForSequenceClassification, num_labels: int, optim: dict, total_steps: int,
+                 fused_optimizer: bool = True):
         super().__init__()
-        self.model, self.optim, self.total_steps = model, optim, total_steps
+        self.model, self.optim, self.total_steps, self.fused = model, optim, total_steps, fused_optimizer
         self.val_acc = MulticlassAccuracy(num_classes=num_labels, average="micro")
 
     def step(self, batch: dict, split: str) -> torch.Tensor:
@@ -65,7 +67,7 @@ class SequenceClassification(L.LightningModule):
         self.step(batch, "val")
 
     def configure_optimizers(self):
-        return build_optimizer(self.model, self.optim, self.total_steps)
+        return build_optimizer(self.model, self.optim, self.total_steps, fused=self.fused)
 
 
 def build_model(mode: str, export_dir: Path, num_labels: int, seed: int) -> BertForSequenceClassification:
@@ -88,7 +90,7 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
     total = ft.epochs * len(train_loader)
     optim = {"lr": ft.lr, "weight_decay": ft.weight_decay, "warmup_ratio": ft.warmup_ratio,
              "betas": [0.9, 0.999], "eps": 1e-6}
-    module = SequenceClassification(model, len(task.labels), optim, total)
+    module = SequenceClassification(model, len(task.labels), optim, total, cfg.runtime.fused_optimizer)
     logger = mlflow_logger(
         cfg, run_name=f"finetune-{task.name}-{mode}-s{seed}",
         tags={**input_tags, "mode": mode, "seed": str(seed)})
@@ -107,8 +109,15 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
 
 def finetune(cfg: DictConfig) -> dict:
     """Fine-tune every configured mode and seed on ``cfg.task``; write ``metrics/finetune.json``."""
-    export_dir = Path(cfg.paths.pretrain) / "hf"
-    pretrain_run = read_json(Path(cfg.paths.pretrain) / "run.json")["mlflow_run_id"]
+    if cfg.finetune.get("init_from"):
+        # Any Hugging Face-format BERT folder (weights, config.json, tokenizer files).
+        export_dir = Path(cfg.finetune.init_from)
+        if not (export_dir / "config.json").is_file():
+            raise DataError(f"finetune.init_from={export_dir}: no config.json there (expected a BERT folder)")
+        pretrain_run = f"external:{export_dir}"
+    else:
+        export_dir = Path(cfg.paths.pretrain) / "hf"
+        pretrain_run = read_json(Path(cfg.paths.pretrain) / "run.json")["mlflow_run_id"]
     task: TaskData = instantiate(cfg.task.data)
     tok = load_tokenizer(export_dir)
     train = encode(tok, task.train, cfg.task.max_seq_length)

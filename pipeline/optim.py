@@ -33,9 +33,25 @@ def make_adamw(params, *, lr: float, betas=(0.9, 0.999), eps: float = 1e-6, weig
                              fused=bool(fused))
 
 
+OPTIMIZERS = ("adamw", "lamb")
+
+
 def build_optimizer(model: nn.Module, optim: dict, total_steps: int, fused: bool = True):
-    """AdamW + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format."""
-    opt = make_adamw(param_groups(model, optim["weight_decay"]), lr=optim["lr"], betas=optim["betas"],
-                     eps=optim["eps"], fused=fused)
+    """The configured optimiser + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format.
+
+    ``optim["name"]`` is ``adamw`` (torch's, fused where available) or ``lamb``
+    (``pytorch_optimizer``'s LAMB: Adam moments, update scaled per tensor by
+    the trust ratio ||w|| / ||update||).
+    """
+    name = optim.get("name", "adamw")
+    groups = param_groups(model, optim["weight_decay"])
+    if name == "adamw":
+        opt = make_adamw(groups, lr=optim["lr"], betas=optim["betas"], eps=optim["eps"], fused=fused)
+    elif name == "lamb":
+        from pytorch_optimizer import Lamb
+
+        opt = Lamb(groups, lr=optim["lr"], betas=tuple(optim["betas"]), eps=optim["eps"])
+    else:
+        raise ValueError(f"optim.name={name!r}: expected one of {', '.join(OPTIMIZERS)}")
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"]))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

@@ -93,12 +93,12 @@ def run_tags(inputs: Mapping[str, str | Path], extra: Mapping[str, str] | None =
     return tags
 
 
-def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str]):
-    """Lightning's MLflow logger with the resolved config logged as params."""
+def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_id: str | None = None):
+    """Lightning's MLflow logger with the resolved config logged as params; ``run_id`` continues a run."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
-                          tracking_uri=tracking_uri(cfg), tags=dict(tags))
+                          tracking_uri=tracking_uri(cfg), tags=dict(tags), run_id=run_id)
     logger.log_hyperparams(flatten_config(cfg))
     return logger
 

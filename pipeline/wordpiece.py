@@ -55,6 +55,12 @@ def train_wordpiece(sentences: Iterable[str], out_dir: str | Path, *, vocab_size
     for i, t in enumerate(SPECIAL_TOKENS):
         assert vocab[t] == i, f"special token {t} has id {vocab[t]}, expected {i}"
     add_bert_template(tok)
+    save_tokenizer(tok, out_dir, lowercase=lowercase, strip_accents=strip_accents)
+    return {"vocab_size": len(vocab), "requested_vocab_size": vocab_size}
+
+
+def save_tokenizer(tok: Tokenizer, out_dir: str | Path, *, lowercase: bool, strip_accents: bool | None) -> None:
+    """Write ``tokenizer.json``, ``vocab.txt`` and ``tokenizer_config.json`` (what ``BertTokenizerFast`` reads)."""
     with atomic_dir(out_dir) as tmp:
         tok.save(str(tmp / "tokenizer.json"))
         with open(tmp / "vocab.txt", "w", encoding="utf-8") as f:
@@ -65,14 +71,38 @@ def train_wordpiece(sentences: Iterable[str], out_dir: str | Path, *, vocab_size
             "strip_accents": strip_accents, "tokenize_chinese_chars": True,
             "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
             "model_max_length": 512}, indent=2) + "\n", encoding="utf-8")
-    return {"vocab_size": len(vocab), "requested_vocab_size": vocab_size}
+
+
+def tokenizer_settings(path: str | Path) -> tuple[bool, bool | None]:
+    """(lowercase, strip_accents) of a Hugging Face tokenizer folder (BERT's defaults where unsaid)."""
+    f = Path(path) / "tokenizer_config.json"
+    conf = json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
+    return bool(conf.get("do_lower_case", True)), conf.get("strip_accents")
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    f = Path(path) / "tokenizer.json"
-    if not f.exists():
-        raise DataError(f"{f}: tokenizer not found (run the train_wordpiece stage first)")
-    return Tokenizer.from_file(str(f))
+    """The tokenizer of a folder: its ``tokenizer.json``, or one built from ``vocab.txt`` (older BERT folders).
+
+    From ``vocab.txt`` the tokenizer is BERT's (normaliser, pre-tokeniser,
+    WordPiece, ``[CLS] A [SEP] B [SEP]``), cased or not as ``tokenizer_config.json`` says.
+    """
+    folder = Path(path)
+    f = folder / "tokenizer.json"
+    if f.exists():
+        return Tokenizer.from_file(str(f))
+    vocab_file = folder / "vocab.txt"
+    if not vocab_file.exists():
+        raise DataError(f"{f}: tokenizer not found, and no vocab.txt beside it "
+                        "(run the train_wordpiece stage first, or give a BERT folder)")
+    vocab = {t: i for i, t in enumerate(vocab_file.read_text(encoding="utf-8").split("\n")[:-1])}
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise DataError(f"{vocab_file}: lacks the special tokens {', '.join(missing)}")
+    lowercase, strip_accents = tokenizer_settings(folder)
+    tok = new_tokenizer(lowercase, strip_accents)
+    tok.model = models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)
+    add_bert_template(tok)
+    return tok
 
 
 def vocab_list(tok: Tokenizer) -> list[str]:

@@ -7,16 +7,23 @@ from omegaconf import DictConfig
 from pipeline.corpus import read_documents
 from pipeline.io import write_json
 from pipeline.stage import run_stage
-from pipeline.wordpiece import load_tokenizer, train_wordpiece, tokenizer_stats
+from pipeline.wordpiece import load_tokenizer, save_tokenizer, tokenizer_settings, tokenizer_stats, train_wordpiece
 
 
 def run(cfg: DictConfig) -> dict:
     corpus = Path(cfg.paths.corpus)
-    sentences = (s for doc in read_documents(corpus / "train.txt") for s in doc)
     t = cfg.tokenizer
-    stats = train_wordpiece(sentences, cfg.paths.tokenizer, vocab_size=t.vocab_size, min_frequency=t.min_frequency,
-                            limit_alphabet=t.limit_alphabet, lowercase=t.lowercase, strip_accents=t.strip_accents,
-                            progress=cfg.runtime.progress)
+    if t.get("from_folder"):
+        # A published vocabulary (e.g. a local bert-base-uncased), to pretrain from its weights.
+        tok = load_tokenizer(t.from_folder)
+        lowercase, strip_accents = tokenizer_settings(t.from_folder)
+        save_tokenizer(tok, cfg.paths.tokenizer, lowercase=lowercase, strip_accents=strip_accents)
+        stats = {"vocab_size": tok.get_vocab_size(), "from_folder": str(t.from_folder)}
+    else:
+        sentences = (s for doc in read_documents(corpus / "train.txt") for s in doc)
+        stats = train_wordpiece(sentences, cfg.paths.tokenizer, vocab_size=t.vocab_size,
+                                min_frequency=t.min_frequency, limit_alphabet=t.limit_alphabet,
+                                lowercase=t.lowercase, strip_accents=t.strip_accents, progress=cfg.runtime.progress)
     stats.update(tokenizer_stats(load_tokenizer(cfg.paths.tokenizer), read_documents(corpus / "valid.txt")))
     write_json(Path(cfg.paths.metrics) / "tokenizer.json", stats)
     return stats

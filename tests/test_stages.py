@@ -91,3 +91,31 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["dev_examples"] == 64
     assert set(result["modes"]) == {"pretrained", "scratch"}
     assert all(0 <= m["accuracy_mean"] <= 1 for m in result["modes"].values())
+
+
+def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
+    """A folder as published BERTs ship: weights, config.json, vocab.txt and no tokenizer.json."""
+    import shutil
+
+    import transformers
+
+    from pipeline.corpus import bible_documents
+    from pipeline.wordpiece import train_wordpiece
+
+    docs = list(bible_documents())[:200]
+    train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tok", vocab_size=500, progress=False)
+    hf = transformers.BertForPreTraining(transformers.BertConfig(
+        vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=128))
+    folder = tmp_path / "bert-folder"
+    hf.save_pretrained(folder)
+    shutil.copy(tmp_path / "tok" / "vocab.txt", folder / "vocab.txt")
+    (folder / "tokenizer_config.json").write_text('{"do_lower_case": true}', encoding="utf-8")
+    r = run_stage("finetune", f"finetune.init_from={folder}", "task.data.train_size=64", "task.data.dev_size=64",
+                  "finetune.epochs=1", "finetune.modes=[pretrained]", "runtime.progress=false",
+                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
+    assert result["pretrain_run_id"] == f"external:{folder}" and result["train_examples"] == 64
+    r = run_stage("finetune", f"finetune.init_from={tmp_path / 'nowhere'}", *_paths(tmp_path))
+    assert r.returncode == 2 and "finetune.init_from" in r.stderr and "config.json" in r.stderr

@@ -63,3 +63,38 @@ def test_cased_vocabulary_stays_cased_in_the_model_export(tmp_path):
     save_hf(model, tmp_path / "hf", tokenizer_dir=tmp_path / "tok")
     config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
     assert config["do_lower_case"] is False and config["model_max_length"] == 64
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_vocab_txt_folder_loads_as_the_original_tokenizer(tokenizer_dir, tmp_path, wikitext, lowercase):
+    """Older BERT folders carry only vocab.txt: built from it, the tokenizer matches the pure-Python original."""
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "vocab.txt").write_bytes((tokenizer_dir / "vocab.txt").read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}), encoding="utf-8")
+    tok = load_tokenizer(folder)
+    slow = BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), do_lower_case=lowercase)
+    lines = [line for line in wikitext.text.read_text(encoding="utf-8").splitlines() if line][:1500]
+    lines += ["Crème brûlée at the Café, 東京 and ＦＵＬＬ width!"]
+    for line in lines:
+        assert tok.encode(line, add_special_tokens=False).ids == slow.convert_tokens_to_ids(slow.tokenize(line)), line
+
+
+def test_the_tokenizer_stage_can_take_a_published_vocabulary(tokenizer_dir, tmp_path):
+    from pipeline.config import compose
+    from stages.train_wordpiece import run
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "vocab.txt").write_bytes((tokenizer_dir / "vocab.txt").read_bytes())
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "valid.txt").write_text("In the beginning God created the heaven .\n", encoding="utf-8")
+    cfg = compose([f"tokenizer.from_folder={folder}", f"paths.corpus={tmp_path / 'corpus'}",
+                   f"paths.tokenizer={tmp_path / 'out'}", f"paths.metrics={tmp_path / 'metrics'}"])
+    stats = run(cfg)
+    assert stats["vocab_size"] == len((folder / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
+    assert (tmp_path / "out" / "vocab.txt").read_bytes() == (folder / "vocab.txt").read_bytes()
+    text = "And the earth was without form, and void."
+    assert load_tokenizer(tmp_path / "out").encode(text).ids == load_tokenizer(folder).encode(text).ids

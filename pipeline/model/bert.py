@@ -259,14 +259,25 @@ class BertEncoder(nn.Module):
 
 
 class BertPooler(nn.Module):
-    """Sentence representation for NSP and classification: tanh(dense(h_[CLS]))."""
+    """Sentence representation for NSP and classification: tanh(dense(h_[CLS])).
+
+    A left-to-right model pools its last real token instead: in it [CLS] sees
+    only itself, while the last token has read the whole input (as GPT classifies).
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.causal = config.causal
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(h[:, 0]))  # (B, H)
+    def forward(self, h: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.causal:
+            B, T, _ = h.shape
+            last = attention_mask.sum(1) - 1 if attention_mask is not None else torch.full((B,), T - 1)
+            first = h[torch.arange(B, device=h.device), last.to(h.device)]  # (B, H)
+        else:
+            first = h[:, 0]  # (B, H)
+        return torch.tanh(self.dense(first))
 
 
 def init_weights(module: nn.Module, std: float) -> None:
@@ -306,7 +317,7 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         mask, is_causal = sdpa_mask(attention_mask, input_ids.shape[1], self.config.causal)
         x, states = self.encoder(x, mask, is_causal, output_hidden_states)
-        pooled = self.pooler(x) if self.pooler is not None else None
+        pooled = self.pooler(x, attention_mask) if self.pooler is not None else None
         return EncoderOutput(x, pooled, states)
 
 

@@ -1,0 +1,226 @@
+"""The pretraining engine: objectives, presets, optimisers, budgets, resume after a kill, failure handling."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from conftest import ROOT, run_stage
+from pipeline.config import compose, validate
+from pipeline.model.bert import BertConfig, BertForPreTraining, num_parameters, pretraining_loss
+from pipeline.optim import build_optimizer
+from pipeline.pretrain import BertPretraining, model_config
+
+
+# --------------------------------------------------------------------------- #
+# Objectives
+# --------------------------------------------------------------------------- #
+def test_left_to_right_loss_is_hugging_faces_causal_lm_loss():
+    torch.manual_seed(0)
+    hf_cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, is_decoder=True,
+                                     attn_implementation="sdpa")
+    hf = transformers.BertLMHeadModel(hf_cfg).eval()
+    ours = BertForPreTraining(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, max_position_embeddings=64, causal=True)).eval()
+    missing, unexpected = ours.load_state_dict(hf.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith(("cls.seq_relationship", "bert.pooler")) for k in missing)
+    ids = torch.randint(5, 100, (3, 20))
+    mask = torch.ones_like(ids)
+    mask[1, 15:] = 0  # right padding
+    module = BertPretraining(ours.config, None, nsp=False, optim={}, max_steps=1, seed=0, mask_id=4, cls_id=2,
+                             sep_id=3)
+    module.model = ours
+    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    inputs, positions, targets = module._inputs_and_targets(batch, 0, "train")
+    assert torch.equal(inputs, ids) and positions.sum() == targets.numel() == 3 * 19 - 5
+    with torch.no_grad():
+        out = ours(inputs, batch["token_type_ids"], mask, masked_positions=positions)
+        loss = pretraining_loss(out, targets)[0]
+        labels = ids.masked_fill(mask == 0, -100)
+        ref = hf(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss
+    torch.testing.assert_close(loss, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_left_to_right_objective_builds_a_causal_model():
+    cfg = compose(["objective=ltr"])
+    validate(cfg)
+    assert model_config(cfg, 1000).causal and not model_config(compose(), 1000).causal
+    with pytest.raises(Exception, match="objective.nsp=true is not allowed"):
+        validate(compose(["objective=ltr", "objective.nsp=true"]))
+
+
+def test_a_causal_classifier_pools_the_last_real_token():
+    from pipeline.model.bert import BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, causal=True)).eval()
+    ids = torch.randint(5, 50, (2, 10))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    with torch.no_grad():
+        pooled = model(ids, attention_mask=mask).pooler_output
+        alone = model(ids[1:, :6]).pooler_output  # the same text without padding
+        changed = ids.clone()
+        changed[0, 0] = 7 if ids[0, 0] != 7 else 8
+        other = model(changed, attention_mask=mask).pooler_output
+    torch.testing.assert_close(pooled[1], alone[0], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(pooled[0], other[0])  # the first token reaches the pooled vector
+
+
+# --------------------------------------------------------------------------- #
+# Presets and optimisers
+# --------------------------------------------------------------------------- #
+# Published sizes: Devlin et al. (110M, 340M); Turc et al. (4.4M, 11.3M, 29.1M, 41.7M).
+@pytest.mark.parametrize("preset, millions", [
+    ("base", 110), ("large", 340), ("tiny", 4.4), ("mini", 11.3), ("small", 29.1), ("medium", 41.7),
+])
+def test_size_presets_have_the_published_parameter_counts(preset, millions):
+    cfg = compose([f"model={preset}"])
+    with torch.device("meta"):
+        model = BertForPreTraining(model_config(cfg, 30522))
+    # Encoder + pooler + heads with the embedding matrix tied (BERT-Base: ~110M, Large: ~340M).
+    assert num_parameters(model) / 1e6 == pytest.approx(millions, rel=0.015)
+
+
+def test_depth_ablation_presets_differ_only_in_depth():
+    a, b = (compose([f"model=depth{n}"]).model for n in (12, 24))
+    assert (a.num_hidden_layers, b.num_hidden_layers) == (12, 24)
+    assert {k: v for k, v in a.items() if k not in ("name", "num_hidden_layers")} == \
+        {k: v for k, v in b.items() if k not in ("name", "num_hidden_layers")}
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_optimisers_exclude_layernorm_and_biases_from_decay_and_learn(name):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
+    optim = dict(name=name, lr=1e-2, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.0)
+    built = build_optimizer(model, optim, total_steps=200)
+    opt, sched = built["optimizer"], built["lr_scheduler"]["scheduler"]
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim == 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
+    x = torch.randn(256, 8)
+    y = torch.tanh(x @ torch.randn(8, 1))  # learnable
+    first = None
+    for _ in range(100):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        first = first if first is not None else loss.item()
+        loss.backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+    assert loss.item() < 0.3 * first
+    assert type(opt).__name__ == {"adamw": "AdamW", "lamb": "Lamb"}[name]
+
+
+# --------------------------------------------------------------------------- #
+# Stage runs: resume after a kill, time budget, non-finite loss
+# --------------------------------------------------------------------------- #
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    """Corpus, tokenizer and pairs at the tiny experiment's size, built by the stages themselves."""
+    root = tmp_path_factory.mktemp("pretrain")
+    paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "metrics", "plots")]
+    for stage in ("prepare_corpus", "train_wordpiece", "make_pairs"):
+        r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths)
+        assert r.returncode == 0, r.stderr
+    return root, paths
+
+
+def _pretrain_args(root: Path, paths: list[str], name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "stages.pretrain", "experiment=tiny", "runtime.progress=false", *paths,
+            f"paths.pretrain={root / name / 'out'}", f"paths.metrics={root / name / 'metrics'}",
+            f"paths.checkpoints={root / name / 'ckpt'}", f"paths.plots={root / name / 'plots'}", *extra]
+
+
+def _env(root: Path) -> dict:
+    return dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
+
+
+def test_a_killed_run_resumes_where_it_stopped_and_ends_like_an_uninterrupted_one(small_data):
+    root, paths = small_data
+    extra = ["trainer.max_steps=60", "trainer.checkpoint_every_n_steps=10", "trainer.val_check_interval=30"]
+    env = _env(root)
+    subprocess.run(_pretrain_args(root, paths, "whole", *extra), cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=600)
+    args = _pretrain_args(root, paths, "killed", *extra)
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not list((root / "killed" / "ckpt").glob("*/last.ckpt")) and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)  # a real kill, mid-epoch, with a checkpoint on disk
+    proc.wait()
+    assert not (root / "killed" / "out").exists()  # no half-written output
+    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = json.loads((root / "whole" / "metrics" / "pretrain.json").read_text())
+    resumed = json.loads((root / "killed" / "metrics" / "pretrain.json").read_text())
+    assert 10 <= resumed["resumed_from_step"] < 60 and whole["resumed_from_step"] is None
+    assert resumed["steps"] == whole["steps"] == 60
+    for key in ("val/loss", "val/mlm_acc", "val/nsp_acc", "val/perplexity"):
+        assert resumed[key] == whole[key], key  # same data order, masks and dropout: bit for bit on CPU
+    assert not list((root / "killed" / "ckpt").iterdir())  # finished runs clean up their checkpoints
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(env["MLFLOW_TRACKING_URI"]).get_run(resumed["mlflow_run_id"])
+    assert run.data.metrics["train/loss"] > 0  # the resumed run continued the run it started
+
+
+def test_a_wall_clock_budget_stops_training_and_is_recorded(small_data):
+    root, paths = small_data
+    r = subprocess.run(_pretrain_args(root, paths, "budget", "trainer.max_steps=100000", "trainer.max_time=00:00:00:03"),
+                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = json.loads((root / "budget" / "metrics" / "pretrain.json").read_text())
+    assert metrics["stopped_by"] == "max_time" and 0 < metrics["steps"] < 100000
+    assert metrics["train_seconds"] < 30
+
+
+def test_a_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(small_data):
+    root, paths = small_data
+    r = subprocess.run(_pretrain_args(root, paths, "nan", "trainer.max_steps=200", "trainer.checkpoint_every_n_steps=1",
+                                      "optim.lr=1e12", "optim.warmup_ratio=0.0", "optim.gradient_clip_val=1e30"),
+                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stderr[-2000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: pretrain:") and "training stopped" in line and "ckpt" in line, line
+    ckpts = list((root / "nan" / "ckpt").glob("*/last.ckpt"))
+    assert len(ckpts) == 1
+    state = torch.load(ckpts[0], map_location="cpu", weights_only=True)
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point())
+    assert not (root / "nan" / "out").exists()
+
+
+def test_pretraining_starts_from_a_hugging_face_folder(small_data, tmp_path):
+    root, paths = small_data
+    vocab = sum(1 for _ in open(root / "tokenizer" / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(3)
+    hf = transformers.BertForPreTraining(transformers.BertConfig(
+        vocab_size=vocab, hidden_size=48, num_hidden_layers=1, num_attention_heads=3, intermediate_size=96,
+        max_position_embeddings=128))
+    hf.save_pretrained(tmp_path / "hf")
+    cfg = compose(["experiment=tiny", f"model.init_from={tmp_path / 'hf'}"])
+    config = model_config(cfg, vocab)
+    assert (config.hidden_size, config.num_attention_heads) == (48, 3)  # the folder's config wins
+    with pytest.raises(Exception, match="vocab_size"):
+        model_config(cfg, vocab + 1)
+    r = subprocess.run(_pretrain_args(root, paths, "init", f"model.init_from={tmp_path / 'hf'}",
+                                      "trainer.max_steps=2", "trainer.val_check_interval=1"),
+                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "starting from the weights in" in r.stdout + r.stderr
+    exported = json.loads((root / "init" / "out" / "hf" / "config.json").read_text())
+    assert exported["hidden_size"] == 48
+    assert math.isfinite(json.loads((root / "init" / "metrics" / "pretrain.json").read_text())["val/loss"])
