@@ -65,7 +65,7 @@ def test_dvc_pipeline_end_to_end(project):
 
     # params.yaml is conf/ composed with the override
     params = yaml.safe_load((dst / "params.yaml").read_text())
-    assert params["model"]["name"] == "tiny" and params["trainer"]["max_steps"] == 30
+    assert params["model"]["name"] == "micro" and params["trainer"]["max_steps"] == 30
 
     for name in ("corpus", "tokenizer", "pairs", "pretrain", "finetune"):
         json.loads((dst / "metrics" / f"{name}.json").read_text())
