@@ -224,3 +224,22 @@ def test_pretraining_starts_from_a_hugging_face_folder(small_data, tmp_path):
     exported = json.loads((root / "init" / "out" / "hf" / "config.json").read_text())
     assert exported["hidden_size"] == 48
     assert math.isfinite(json.loads((root / "init" / "metrics" / "pretrain.json").read_text())["val/loss"])
+
+
+def test_the_fused_optimiser_changes_speed_not_results():
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                     max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    models = [BertForPreTraining(cfg) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    optim = dict(name="adamw", lr=1e-3, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.1)
+    opts = [build_optimizer(m, optim, 10, fused=f)["optimizer"] for m, f in zip(models, (True, False))]
+    ids = torch.randint(5, 200, (4, 16))
+    masked = torch.rand(4, 16) < 0.2
+    for _ in range(5):
+        for m, o in zip(models, opts):
+            pretraining_loss(m(ids, masked_positions=masked), ids[masked], torch.zeros(4, dtype=torch.long))[0].backward()
+            o.step()
+            o.zero_grad()
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5, msg=name)
