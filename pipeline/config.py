@@ -17,6 +17,8 @@ from pipeline.errors import ConfigError
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
+FINETUNE_MODES = ("pretrained", "scratch", "tfidf", *(f"frozen_{f}" for f in (  # pipeline.finetune.MODES
+    "embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "weighted")))
 PAIR_FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")  # pipeline.pairs.FORMATS
 
 
@@ -121,13 +123,14 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "trainer.max_time", lambda v: v is None or bool(_DURATION.fullmatch(str(v))),
                'a wall-clock budget "DD:HH:MM:SS" or null (optional)')
     if "finetune" in cfg:
-        _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= {"pretrained", "scratch"},
-               "a non-empty list of: pretrained, scratch")
+        _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= set(FINETUNE_MODES),
+               f"a non-empty list of: {', '.join(FINETUNE_MODES)}")
         _check(cfg, "finetune.seeds", lambda v: len(v) > 0 and all(_int(s) for s in v),
                "a non-empty list of integers")
         for k in ("epochs", "batch_size"):
             _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
-        _check(cfg, "finetune.lr", lambda v: _number(v) and v > 0, "a positive number")
+        for k in ("lr", "feature_lr"):
+            _check(cfg, f"finetune.{k}", lambda v: _number(v) and v > 0, "a positive number")
     if "task" in cfg:
         for k in ("train_size", "dev_size"):
             if k in cfg.task.get("data", {}):

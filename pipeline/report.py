@@ -40,16 +40,24 @@ def _curves_figure(client: MlflowClient, run_id: str):
     return fig
 
 
+def fmt_metric(metric: str, value: float) -> str:
+    """Accuracy and F1 as percentages, correlations as plain numbers."""
+    return f"{value:.1%}" if metric in ("accuracy", "f1") else f"{value:.3f}"
+
+
 def _finetune_figure(ft: dict):
     modes = list(ft["modes"])
-    means = [ft["modes"][m]["accuracy_mean"] for m in modes]
-    stds = [ft["modes"][m]["accuracy_std"] for m in modes]
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    bars = ax.bar(modes, means, yerr=stds, capsize=6, color=["#3b75af", "#c44e52", "#55a868"][: len(modes)])
+    metric = ft["metric"]
+    means = [ft["modes"][m][f"{metric}_mean"] for m in modes]
+    stds = [ft["modes"][m][f"{metric}_std"] for m in modes]
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(modes)), 3.8))
+    colors = ["#3b75af", "#c44e52", "#8c8c8c"] + ["#55a868"] * len(modes)
+    bars = ax.bar(modes, means, yerr=stds, capsize=6, color=colors[: len(modes)])
     for b, m in zip(bars, means):
-        ax.annotate(f"{m:.1%}", (b.get_x() + b.get_width() / 2, m), ha="center", va="bottom",
+        ax.annotate(fmt_metric(metric, m), (b.get_x() + b.get_width() / 2, m), ha="center", va="bottom",
                     xytext=(0, 3), textcoords="offset points")
-    ax.set(ylabel=f"dev {ft['metric']}", ylim=(0, 1), title=f"{ft['task']}: pretrained vs from scratch")
+    ax.set(ylabel=f"dev {metric}", ylim=(min(0, min(means) - 0.1), 1), title=f"{ft['task']}: dev {metric} by start")
+    ax.tick_params(axis="x", labelrotation=30)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -84,22 +92,35 @@ def build_report(cfg: DictConfig) -> dict:
     pre_rows += [["steps", str(pre["steps"])], ["training time (s)", f"{pre['train_seconds']:.0f}"]]
     pre_md, pre_html = _table(["pretraining metric", "value"], pre_rows)
 
+    metric, metrics = ft["metric"], ft.get("metrics", [ft["metric"]])
     ft_rows = []
     for mode, r in ft["modes"].items():
-        seeds = len(r["runs"])
-        ft_rows.append([mode, f"{r['accuracy_mean']:.1%} ± {r['accuracy_std']:.1%}", str(seeds),
-                        ", ".join(x["mlflow_run_id"][:8] for x in r["runs"])])
-    ft_md, ft_html = _table(["start", f"dev {ft['metric']} (mean ± std)", "seeds", "MLflow runs"], ft_rows)
+        cells = [f"{fmt_metric(m, r[f'{m}_mean'])} ± {fmt_metric(m, r[f'{m}_std'])}" for m in metrics]
+        ft_rows.append([mode, *cells, str(len(r["runs"])), ", ".join(x["mlflow_run_id"][:8] for x in r["runs"])])
+    ft_md, ft_html = _table(["start", *[f"dev {m} (mean ± std)" for m in metrics], "seeds", "MLflow runs"], ft_rows)
 
-    finding = ""
-    if {"pretrained", "scratch"} <= set(ft["modes"]):
-        p, s = ft["modes"]["pretrained"], ft["modes"]["scratch"]
-        diff = p["accuracy_mean"] - s["accuracy_mean"]
-        noise = max(p["accuracy_std"], s["accuracy_std"])
-        verdict = "better" if diff > 0 else "worse"
-        finding = (f"Starting from the pretrained model is {abs(diff):.1%} {verdict} on {ft['task']} dev "
-                   f"({p['accuracy_mean']:.1%} vs {s['accuracy_mean']:.1%} from scratch"
-                   + (f"; seed std {noise:.1%})." if noise else ", one seed each: no seed-noise estimate yet)."))
+    findings = []
+    modes = ft["modes"]
+
+    def compare(a: str, b: str, what: str) -> None:
+        if a in modes and b in modes:
+            x, y = modes[a], modes[b]
+            diff = x[f"{metric}_mean"] - y[f"{metric}_mean"]
+            noise = max(x[f"{metric}_std"], y[f"{metric}_std"])
+            verdict = "better" if diff > 0 else "worse"
+            beyond = ("beyond seed noise" if abs(diff) > 2 * noise else "within seed noise") if noise else \
+                "one seed each: no seed-noise estimate"
+            findings.append(f"{what} is {fmt_metric(metric, abs(diff))} {verdict} on {ft['task']} dev "
+                            f"({fmt_metric(metric, x[f'{metric}_mean'])} vs {fmt_metric(metric, y[f'{metric}_mean'])}"
+                            f"; {beyond}).")
+
+    compare("pretrained", "scratch", "Starting from the pretrained model")
+    frozen = [m for m in modes if m.startswith("frozen_")]
+    if frozen:
+        best = max(frozen, key=lambda m: modes[m][f"{metric}_mean"])
+        compare("pretrained", best, f"Fine-tuning, against the best frozen features ({best}),")
+    compare("pretrained", "tfidf", "Fine-tuning, against the TF-IDF baseline,")
+    finding = " ".join(findings)
 
     c = corpus
     corpus_line = (f"Corpus: {c['train']['documents']:,} train / {c['valid']['documents']:,} valid documents, "

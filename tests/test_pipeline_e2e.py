@@ -99,7 +99,7 @@ def test_dvc_pipeline_end_to_end(project):
     pre = [r for r in runs if r.data.tags.get("stage") == "pretrain"]
     fine = [r for r in runs if r.data.tags.get("stage") == "finetune"]
     assert sorted(r.data.params["masking.mlm_probability"] for r in pre) == ["0.15", "0.2"]
-    assert len(fine) == 4 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch"}
+    assert len(fine) == 8 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
 

@@ -84,13 +84,17 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     save_hf(model, tmp_path / "pretrain" / "hf", tokenizer_dir=tmp_path / "tokenizer")
     write_json(tmp_path / "pretrain" / "run.json", {"mlflow_run_id": "none"})
     r = run_stage("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
-                  "task.data.dev_size=64", "finetune.epochs=1", "runtime.progress=false",
+                  "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["dev_examples"] == 64
-    assert set(result["modes"]) == {"pretrained", "scratch"}
-    assert all(0 <= m["accuracy_mean"] <= 1 for m in result["modes"].values())
+    from pipeline.finetune import MODES
+
+    assert set(result["modes"]) == set(MODES) and result["metrics"] == ["f1", "accuracy"]
+    for mode, r in result["modes"].items():
+        assert 0 <= r["accuracy_mean"] <= 1 and 0 <= r["f1_mean"] <= 1 and r["n"] == (1 if mode == "tfidf" else 2)
+    assert len(result["modes"]["frozen_weighted"]["runs"][0]["layer_weights"]) == 2  # embeddings + 1 layer
 
 
 def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):

@@ -45,9 +45,9 @@ def _write(tmp_path, name, train, dev="sentence\tlabel\nok\t1\n"):
 
 
 @pytest.mark.parametrize("train, message", [
-    ("sentence\tlabel\ngood\t1\nbad\t0\textra\n", r"train.tsv:3: 3 tab-separated columns, expected 2"),
+    ("sentence\tlabel\ngood\t1\nbad\t0\textra\n", r"train.tsv:3: 3 columns, expected 2 as in the header"),
     ("sentence\tlabel\ngood\tpositive\n", r"label 'positive' is not one of \['0', '1'\]"),
-    ("text\tlabel\ngood\t1\n", r"missing \['sentence'\]"),
+    ("text\tlabel\ngood\t1\n", r"train.tsv:2: no column 'sentence'"),
     ("sentence\tlabel\n", "no examples"),
 ])
 def test_glue_bad_files(tmp_path, train, message):
@@ -57,5 +57,123 @@ def test_glue_bad_files(tmp_path, train, message):
 
 
 def test_unknown_task_lists_known_ones(tmp_path):
-    with pytest.raises(DataError, match="known: SST-2, MRPC"):
+    with pytest.raises(DataError, match="the tasks are: CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, MNLI-mm, QNLI, RTE, WNLI"):
         glue("SST-3", str(tmp_path))
+
+
+# Two rows per split in each task's real layout (headers and column orders as GLUE ships them).
+GLUE_LAYOUTS = {
+    "CoLA": ("gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\tThey drank the pub.\n", None),
+    "STS-B": ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+              "0\tmain\tf\t2012\t1\tnone\tnone\tA plane is taking off.\tAn air plane is taking off.\t5.000\n"
+              "1\tmain\tf\t2012\t4\tnone\tnone\tA man plays.\tA dog runs.\t0.500\n", None),
+    "QQP": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n1\t1\t2\tHow?\tHow so?\t1\n"
+            "2\t3\t4\tWhy?\tWhen?\t0\n", None),
+    "MNLI-m": ("index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tgold_label\n"
+               "0\t1\t1n\tgov\tA cat sat.\tAn animal sat.\tentailment\n1\t2\t2c\tgov\tIt rains.\tIt is dry.\tcontradiction\n",
+               "dev_matched.tsv"),
+    "MNLI-mm": ("index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\tgold_label\n"
+                "0\t1\t1n\tgov\tA cat sat.\tAn animal sat.\tneutral\n1\t2\t2c\tgov\tIt rains.\tIt is dry.\tcontradiction\n",
+                "dev_mismatched.tsv"),
+    "QNLI": ("index\tquestion\tsentence\tlabel\n0\tWho?\tHe did.\tentailment\n1\tWhen?\tHe did.\tnot_entailment\n", None),
+    "RTE": ("index\tsentence1\tsentence2\tlabel\n0\tA b.\tA.\tentailment\n1\tC d.\tE.\tnot_entailment\n", None),
+    "WNLI": ("index\tsentence1\tsentence2\tlabel\n0\tI saw it.\tIt was seen.\t1\n1\tX.\tY.\t0\n", None),
+}
+
+
+@pytest.mark.parametrize("name", list(GLUE_LAYOUTS))
+def test_every_glue_task_reads_its_layout_with_its_metric(tmp_path, name):
+    from pipeline.tasks import GLUE_TASKS
+
+    text, dev_file = GLUE_LAYOUTS[name]
+    folder = tmp_path / GLUE_TASKS[name].folder
+    folder.mkdir()
+    (folder / "train.tsv").write_text(text, encoding="utf-8")
+    (folder / (dev_file or "dev.tsv")).write_text(text, encoding="utf-8")
+    task = glue(name, str(tmp_path))
+    assert len(task.train) == len(task.dev) == 2
+    expected = {"CoLA": ["matthews"], "STS-B": ["pearson", "spearman"], "QQP": ["f1", "accuracy"]}
+    assert task.metrics == expected.get(name, ["accuracy"])
+    if name == "STS-B":
+        assert task.regression and [e.label for e in task.train] == [5.0, 0.5] and task.num_outputs == 1
+    else:
+        assert all(isinstance(e.label, int) for e in task.train) and task.num_outputs == len(task.labels)
+    assert (task.train[0].text_b is None) == (name == "CoLA")
+    if name == "CoLA":
+        assert task.train[0].text_a == "Our friends won't buy this analysis." and task.train[1].label == 0
+
+
+def test_scores_are_the_official_metrics():
+    from pipeline.tasks import score
+
+    got = score(["accuracy", "f1", "matthews"], [1, 1, 0, 0, 1], [1, 0, 0, 0, 1], 2)
+    assert got["accuracy"] == pytest.approx(0.8) and got["f1"] == pytest.approx(0.8)
+    assert got["matthews"] == pytest.approx((2 * 2 - 1 * 0) / ((3 * 2 * 2 * 3) ** 0.5), abs=1e-6)
+    corr = score(["pearson", "spearman"], [0.1, 0.4, 0.3, 0.9], [0.0, 0.5, 0.4, 1.0], 2)
+    assert corr["spearman"] == pytest.approx(1.0, abs=1e-5) and 0.95 < corr["pearson"] < 1.0
+
+
+# --------------------------------------------------------------------------- #
+# Your own files
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+@pytest.mark.parametrize("header", [True, False])
+def test_custom_files_in_every_format_by_column_mapping(tmp_path, fmt, header):
+    import csv
+    import json
+
+    from pipeline.tasks import table
+
+    rows = [("Great film, \"truly\".", "It is good.", "pos"), ("Dull; long", "It is bad.", "neg"),
+            ("Fine", "Meh", "neu")]
+    if fmt == "jsonl" and not header:
+        pytest.skip("JSONL rows are keyed by name")
+    for split in ("train", "dev"):
+        f = tmp_path / f"{split}.{fmt}"
+        with open(f, "w", encoding="utf-8", newline="") as out:
+            if fmt == "jsonl":
+                for a, b, y in rows:
+                    out.write(json.dumps({"premise": a, "hypothesis": b, "stars": y}) + "\n")
+            elif fmt == "csv":
+                w = csv.writer(out)
+                if header:
+                    w.writerow(["premise", "hypothesis", "stars"])
+                w.writerows(rows)
+            else:
+                if header:
+                    out.write("premise\thypothesis\tstars\n")
+                out.writelines("\t".join(r) + "\n" for r in rows)
+    cols = dict(text_a="premise", text_b="hypothesis", label="stars") if header else dict(text_a=0, text_b=1, label=2)
+    cols["header"] = header
+    task = table("mine", str(tmp_path / f"train.{fmt}"), str(tmp_path / f"dev.{fmt}"), **cols)
+    assert task.labels == ["neg", "neu", "pos"] and [e.label for e in task.train] == [2, 0, 1]
+    assert task.train[0].text_a == 'Great film, "truly".' and task.train[1].text_b == "It is bad."
+    ordered = table("mine", str(tmp_path / f"train.{fmt}"), str(tmp_path / f"dev.{fmt}"), labels=["pos", "neu", "neg"],
+                    **cols)
+    assert [e.label for e in ordered.dev] == [0, 2, 1]
+
+
+def test_custom_regression_and_numeric_labels(tmp_path):
+    from pipeline.tasks import table
+
+    (tmp_path / "t.csv").write_text("text,score\nvery good,4.5\nbad,1\n", encoding="utf-8")
+    task = table("reg", str(tmp_path / "t.csv"), str(tmp_path / "t.csv"), text_a="text", label="score", regression=True)
+    assert task.regression and task.metrics == ["pearson", "spearman"] and [e.label for e in task.dev] == [4.5, 1.0]
+    (tmp_path / "n.csv").write_text("text,y\na,10\nb,2\nc,2\n", encoding="utf-8")
+    task = table("num", str(tmp_path / "n.csv"), str(tmp_path / "n.csv"), text_a="text", label="y")
+    assert task.labels == ["2", "10"] and [e.label for e in task.train] == [1, 0, 0]
+
+
+@pytest.mark.parametrize("content, kw, message", [
+    ("text,label\na,1\nb,2,3\n", {}, r"t.csv:3: 3 columns, expected 2"),
+    ("text,label\na,1\n", {"labels": ["0"]}, r"t.csv:2: label '1' is not one of \['0'\]"),
+    ("text,label\n", {}, r"t.csv: no examples \(the split is empty\)"),
+    ("txt,label\na,1\n", {}, r"t.csv:2: no column 'text'"),
+    ("text,label\na,x\n", {"regression": True}, r"label 'x' is not a number"),
+])
+def test_custom_file_errors_name_file_line_and_expectation(tmp_path, content, kw, message):
+    from pipeline.tasks import table
+
+    (tmp_path / "t.csv").write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        table("t", str(tmp_path / "t.csv"), str(tmp_path / "t.csv"), text_a="text", label="label", **kw)

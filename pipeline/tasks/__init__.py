@@ -1,6 +1,7 @@
 """Fine-tuning tasks: each loader returns a ``TaskData`` of labelled examples."""
-from pipeline.tasks.base import Example, TaskData
+from pipeline.tasks.base import METRICS, Example, TaskData, score
 from pipeline.tasks.bible import bible_sections
-from pipeline.tasks.glue import glue
+from pipeline.tasks.glue import GLUE_TASKS, glue
+from pipeline.tasks.table import table
 
-__all__ = ["Example", "TaskData", "bible_sections", "glue"]
+__all__ = ["METRICS", "Example", "TaskData", "score", "bible_sections", "glue", "GLUE_TASKS", "table"]

@@ -1,0 +1,55 @@
+"""Fine-tuning modes: frozen-feature heads and their pooled features."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.finetune import FEATURE_SETS, FeatureHead, pooled_states, summarize
+from pipeline.model.bert import BertConfig, BertModel
+
+
+def test_pooled_states_average_real_tokens_of_every_layer():
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                 intermediate_size=32))
+    data = [{"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 0, 0], "label": 1},
+            {"input_ids": [2, 9, 3], "token_type_ids": [0, 0, 0], "label": 0}]
+    states = pooled_states(model, data)
+    assert states.shape == (2, 4, 16)  # embeddings + 3 layers
+    with torch.no_grad():
+        alone = model(torch.tensor([[2, 9, 3]]), output_hidden_states=True).hidden_states
+    torch.testing.assert_close(states[1], torch.stack([h[0].mean(0) for h in alone]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("feature_set", FEATURE_SETS)
+def test_every_feature_set_selects_the_paper_s_layers(feature_set):
+    torch.manual_seed(0)
+    head = FeatureHead(feature_set, n_states=13, hidden=8, num_outputs=3)
+    states = torch.randn(5, 13, 8)  # a 12-layer model: embeddings + 12 layers
+    f = head.features(states)
+    expected = {"embeddings": states[:, 0], "last": states[:, 12], "second_to_last": states[:, 11],
+                "sum_last_four": states[:, 9:].sum(1), "concat_last_four": states[:, 9:].flatten(1),
+                "weighted": states.mean(1)}[feature_set]  # the weighted mix starts uniform, scale 1
+    torch.testing.assert_close(f, expected)
+    assert head(states).shape == (5, 3)
+
+
+def test_the_weighted_mix_learns_which_layer_carries_the_signal():
+    torch.manual_seed(0)
+    states = torch.randn(512, 5, 8)
+    labels = (states[:, 3, 0] > 0).long()  # only layer 3 knows the answer
+    head = FeatureHead("weighted", n_states=5, hidden=8, num_outputs=2, dropout=0.0)
+    opt = torch.optim.Adam(head.parameters(), lr=0.05)
+    for _ in range(300):
+        loss = torch.nn.functional.cross_entropy(head(states), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    weights = torch.softmax(head.layer_logits, 0)
+    assert int(weights.argmax()) == 3 and weights[3] > 0.5
+
+
+def test_summaries_are_mean_and_std_over_seeds():
+    runs = [{"accuracy": 0.5}, {"accuracy": 0.7}, {"accuracy": 0.6}]
+    s = summarize(runs, ["accuracy"])
+    assert s["accuracy_mean"] == pytest.approx(0.6) and s["accuracy_std"] == pytest.approx(0.1) and s["n"] == 3
