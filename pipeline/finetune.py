@@ -39,6 +39,7 @@ from pipeline.errors import ConfigError, DataError
 from pipeline.io import read_json, write_json
 from pipeline.model.bert import BertForSequenceClassification, BertModel
 from pipeline.model.hf import config_from_hf, load_hf
+from pipeline.ner import encode_ner, ner_linear, ner_run
 from pipeline.optim import build_optimizer
 from pipeline.tasks import Example, TaskData, score
 from pipeline.tracking import mlflow_logger, run_tags
@@ -121,10 +122,13 @@ class SequenceClassification(_Scored):
         return self.model
 
 
-class FeatureHead(nn.Module):
-    """A small classifier on frozen features: select or mix layers, then dense-tanh-dropout-dense."""
+class LayerMix(nn.Module):
+    """The paper's feature sets: pick, add, concatenate or (ELMo) mix the states of the layers.
 
-    def __init__(self, feature_set: str, n_states: int, hidden: int, num_outputs: int, dropout: float = 0.1):
+    Input (..., L+1, H), embeddings first; output (..., width).
+    """
+
+    def __init__(self, feature_set: str, n_states: int, hidden: int):
         super().__init__()
         if feature_set not in FEATURE_SETS:
             raise ValueError(f"feature set {feature_set!r}: expected one of {', '.join(FEATURE_SETS)}")
@@ -132,27 +136,47 @@ class FeatureHead(nn.Module):
         if feature_set == "weighted":
             self.layer_logits = nn.Parameter(torch.zeros(n_states))  # softmax -> layer weights
             self.scale = nn.Parameter(torch.ones(()))                # ELMo's gamma
-        width = hidden * self.last_k if feature_set == "concat_last_four" else hidden
-        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Dropout(dropout), nn.Linear(hidden, num_outputs))
+        self.width = hidden * self.last_k if feature_set == "concat_last_four" else hidden
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        f = self.feature_set
+        if f == "embeddings":
+            return states[..., 0, :]
+        if f == "last":
+            return states[..., -1, :]
+        if f == "second_to_last":
+            return states[..., -2, :]
+        if f == "sum_last_four":
+            return states[..., -self.last_k:, :].sum(-2)
+        if f == "concat_last_four":
+            return states[..., -self.last_k:, :].flatten(-2)
+        weights = torch.softmax(self.layer_logits, 0)
+        return self.scale * (weights[:, None] * states).sum(-2)
+
+    def weights(self) -> list[float] | None:
+        return [round(w, 4) for w in torch.softmax(self.layer_logits, 0).tolist()] if self.feature_set == "weighted" \
+            else None
+
+
+class FeatureHead(nn.Module):
+    """A small classifier on frozen sentence features: mix the layers, then dense-tanh-dropout-dense."""
+
+    def __init__(self, feature_set: str, n_states: int, hidden: int, num_outputs: int, dropout: float = 0.1):
+        super().__init__()
+        self.mix = LayerMix(feature_set, n_states, hidden)
+        self.mlp = nn.Sequential(nn.Linear(self.mix.width, hidden), nn.Tanh(), nn.Dropout(dropout),
+                                 nn.Linear(hidden, num_outputs))
+
+    @property
+    def layer_logits(self) -> torch.Tensor:
+        return self.mix.layer_logits
 
     def features(self, states: torch.Tensor) -> torch.Tensor:
         """(B, L+1, H) pooled states of every layer -> (B, width)."""
-        f = self.feature_set
-        if f == "embeddings":
-            return states[:, 0]
-        if f == "last":
-            return states[:, -1]
-        if f == "second_to_last":
-            return states[:, -2]
-        if f == "sum_last_four":
-            return states[:, -self.last_k:].sum(1)
-        if f == "concat_last_four":
-            return states[:, -self.last_k:].flatten(1)
-        weights = torch.softmax(self.layer_logits, 0)
-        return self.scale * (weights[None, :, None] * states).sum(1)
+        return self.mix(states)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.features(states))
+        return self.mlp(self.mix(states))
 
 
 class FeatureClassification(_Scored):
@@ -249,7 +273,7 @@ def frozen_one(cfg: DictConfig, task: TaskData, train_states: torch.Tensor, dev_
     trainer.fit(module, train_loader, dev_loader)
     result = {"seed": seed, **_final_scores(trainer, module, dev_loader, task), "mlflow_run_id": logger.run_id}
     if feature_set == "weighted":
-        result["layer_weights"] = [round(w, 4) for w in torch.softmax(head.layer_logits, 0).tolist()]
+        result["layer_weights"] = head.mix.weights()
     return result
 
 
@@ -310,6 +334,8 @@ def finetune(cfg: DictConfig) -> dict:
         pretrain_run = read_json(Path(cfg.paths.pretrain) / "run.json")["mlflow_run_id"]
     task: TaskData = instantiate(cfg.task.data)
     tok = load_tokenizer(export_dir)
+    if getattr(task, "kind", None) == "ner":
+        return finetune_ner(cfg, task, tok, export_dir, pretrain_run)
     train = encode(tok, task.train, cfg.task.max_seq_length)
     dev = encode(tok, task.dev, cfg.task.max_seq_length)
     log.info("task %s: %d train, %d dev examples, %s", task.name, len(train), len(dev),
@@ -340,5 +366,35 @@ def finetune(cfg: DictConfig) -> dict:
     metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
                "train_examples": len(train), "dev_examples": len(dev), "pretrain_run_id": pretrain_run,
                "modes": results}
+    write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
+    return metrics
+
+
+def finetune_ner(cfg: DictConfig, task, tok, export_dir: Path, pretrain_run: str) -> dict:
+    """The NER counterpart of ``finetune`` (see ``pipeline.ner``): same modes, seeds and summary."""
+    train = encode_ner(tok, task.train, cfg.task.max_seq_length)
+    dev = encode_ner(tok, task.dev, cfg.task.max_seq_length)
+    log.info("task %s: %d train, %d dev sentences, %d tags", task.name, len(train), len(dev), len(task.labels))
+    input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
+                                                      "pretrain_run_id": pretrain_run})
+    results: dict[str, dict] = {}
+    for mode in cfg.finetune.modes:
+        start = time.perf_counter()
+        if mode == "tfidf":
+            scores = ner_linear(task)
+            logger = _logger(cfg, task, mode, 0, input_tags)
+            logger.log_metrics({f"val/{k}": v for k, v in scores.items()}, step=0)
+            logger.finalize("success")
+            runs = [{"seed": 0, **scores, "mlflow_run_id": logger.run_id}]
+        else:
+            runs = []
+            for seed in cfg.finetune.seeds:
+                logger = _logger(cfg, task, mode, seed, input_tags)
+                runs.append({**ner_run(cfg, task, train, dev, mode, seed, export_dir, logger, _trainer, _optim),
+                             "mlflow_run_id": logger.run_id})
+        results[mode] = {**summarize(runs, task.metrics), "seconds": round(time.perf_counter() - start, 1)}
+        log.info("%s: entity F1 %.4f ± %.4f", mode, results[mode]["f1_mean"], results[mode]["f1_std"])
+    metrics = {"task": task.name, "metric": "f1", "metrics": task.metrics, "train_examples": len(train),
+               "dev_examples": len(dev), "pretrain_run_id": pretrain_run, "modes": results}
     write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
     return metrics

@@ -177,3 +177,30 @@ def test_custom_file_errors_name_file_line_and_expectation(tmp_path, content, kw
     (tmp_path / "t.csv").write_text(content, encoding="utf-8")
     with pytest.raises(DataError, match=message):
         table("t", str(tmp_path / "t.csv"), str(tmp_path / "t.csv"), text_a="text", label="label", **kw)
+
+
+def test_hugging_face_datasets_from_a_local_copy(tmp_path):
+    import datasets
+
+    from pipeline.tasks import hf_dataset
+
+    features = datasets.Features({"sentence": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["negative", "positive"])})
+    dd = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"sentence": ["good", "bad", "great"], "label": [1, 0, 1]}, features=features),
+        "validation": datasets.Dataset.from_dict({"sentence": ["fine", "awful"], "label": [1, 0]}, features=features),
+    })
+    dd.save_to_disk(str(tmp_path / "sst"))
+    task = hf_dataset("sst-local", str(tmp_path / "sst"), text_a="sentence", label="label")
+    assert task.labels == ["negative", "positive"] and [e.label for e in task.train] == [1, 0, 1]
+    assert [e.text_a for e in task.dev] == ["fine", "awful"]
+    with pytest.raises(DataError, match="no column 'text'"):
+        hf_dataset("x", str(tmp_path / "sst"), text_a="text", label="label")
+    with pytest.raises(DataError, match="no split 'dev'"):
+        hf_dataset("x", str(tmp_path / "sst"), text_a="sentence", label="label", dev_split="dev")
+    # A builder on local files, as load_dataset takes them.
+    (tmp_path / "t.jsonl").write_text('{"q": "a", "y": 2.5}\n{"q": "b", "y": 1.0}\n', encoding="utf-8")
+    reg = hf_dataset("json-local", "json", data_files={"train": str(tmp_path / "t.jsonl"),
+                                                       "validation": str(tmp_path / "t.jsonl")},
+                     text_a="q", label="y", regression=True)
+    assert reg.regression and [e.label for e in reg.dev] == [2.5, 1.0]

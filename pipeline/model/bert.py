@@ -455,6 +455,30 @@ class BertForSequenceClassification(nn.Module):
         return self.classifier(self.dropout(pooled))  # (B, num_labels)
 
 
+class BertForTokenClassification(nn.Module):
+    """A label per token (NER) from the last hidden states; no pooler, as in Hugging Face's."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2):
+        super().__init__()
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"num_labels={num_labels!r} must be a positive integer")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        token_type_ids: torch.Tensor | None = None,  # (B, T)
+        attention_mask: torch.Tensor | None = None,  # (B, T)
+    ) -> torch.Tensor:
+        h = self.bert(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, H)
+        return self.classifier(self.dropout(h))  # (B, T, num_labels)
+
+
 def num_parameters(model: nn.Module) -> int:
     """Trainable parameters, the tied embedding counted once (BERT-Base: about 110M)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -463,5 +487,6 @@ def num_parameters(model: nn.Module) -> int:
 __all__ = [
     "ACTIVATIONS", "BertConfig", "EncoderOutput", "PreTrainingOutput", "BertEmbeddings", "BertSelfAttention",
     "BertLayer", "BertEncoder", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
+    "BertForTokenClassification",
     "pretraining_loss", "init_weights", "sdpa_mask", "num_parameters",
 ]
