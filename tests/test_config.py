@@ -65,3 +65,12 @@ def test_stage_does_not_leave_hydra_files(tmp_path):
     r = run_stage("prepare_corpus", "--cfg", "job", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert not (ROOT / "outputs").exists() and not (ROOT / ".hydra").exists()
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml")))
+def test_every_task_config_composes_to_a_loader(task):
+    from hydra.utils import get_method
+
+    cfg = compose([f"task={task}"])
+    validate(cfg)
+    assert callable(get_method(cfg.task.data._target_))
