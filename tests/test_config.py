@@ -74,3 +74,14 @@ def test_every_task_config_composes_to_a_loader(task):
     cfg = compose([f"task={task}"])
     validate(cfg)
     assert callable(get_method(cfg.task.data._target_))
+
+
+def test_the_paper_s_fine_tuning_grid_is_a_hydra_sweep():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=["experiment=finetune_grid"], return_hydra_config=True)
+    grid = cfg.hydra.sweeper.params
+    assert grid["finetune.lr"] == "5e-5,3e-5,2e-5" and grid["finetune.batch_size"] == "16,32"
+    assert grid["finetune.epochs"] == "2,3,4"
