@@ -229,7 +229,8 @@ def build_model(mode: str, export_dir: Path, num_outputs: int, seed: int) -> Ber
 
 def _final_scores(trainer: L.Trainer, module: L.LightningModule, dev_loader, task: TaskData) -> dict:
     final = trainer.validate(module, dev_loader, verbose=False)[0]
-    return {m: round(float(final[f"val/{m}"]), 6) for m in task.metrics} | {"loss": round(float(final["val/loss"]), 6)}
+    scores = {m: round(float(final[f"val/{m}"]), 6) for m in task.metrics}
+    return {**scores, "loss": round(float(final["val/loss"]), 6)}
 
 
 def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[dict], mode: str, seed: int,
@@ -286,7 +287,7 @@ def tfidf_baseline(cfg: DictConfig, task: TaskData, input_tags: dict[str, str]) 
         return [e.text_a if e.text_b is None else f"{e.text_a} {e.text_b}" for e in examples]
 
     vec = TfidfVectorizer(ngram_range=(1, 2))
-    x_train, x_dev = vec.fit_transform(texts(task.train)), None
+    x_train = vec.fit_transform(texts(task.train))
     x_dev = vec.transform(texts(task.dev))
     y_train = [e.label for e in task.train]
     model = Ridge() if task.regression else LogisticRegression(max_iter=2000)
