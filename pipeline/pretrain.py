@@ -230,8 +230,8 @@ def pretrain(cfg: DictConfig) -> dict:
                              continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None,
                              fused_optimizer=cfg.runtime.fused_optimizer)
     if cfg.model.get("init_from"):
-        start = load_hf(cfg.model.init_from, BertForPreTraining)
-        module.model.load_state_dict(start.state_dict())
+        initial = load_hf(cfg.model.init_from, BertForPreTraining)
+        module.model.load_state_dict(initial.state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
     if cfg.runtime.compile:
         module.model = torch.compile(module.model)
