@@ -366,7 +366,7 @@ def finetune(cfg: DictConfig) -> dict:
                                            for m in task.metrics))
     metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
                "train_examples": len(train), "dev_examples": len(dev), "pretrain_run_id": pretrain_run,
-               "modes": results}
+               "modes": results, "mode_order": list(results)}
     write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
     return metrics
 
@@ -396,6 +396,7 @@ def finetune_ner(cfg: DictConfig, task, tok, export_dir: Path, pretrain_run: str
         results[mode] = {**summarize(runs, task.metrics), "seconds": round(time.perf_counter() - start, 1)}
         log.info("%s: entity F1 %.4f ± %.4f", mode, results[mode]["f1_mean"], results[mode]["f1_std"])
     metrics = {"task": task.name, "metric": "f1", "metrics": task.metrics, "train_examples": len(train),
-               "dev_examples": len(dev), "pretrain_run_id": pretrain_run, "modes": results}
+               "dev_examples": len(dev), "pretrain_run_id": pretrain_run, "modes": results,
+               "mode_order": list(results)}
     write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
     return metrics

@@ -46,7 +46,7 @@ def fmt_metric(metric: str, value: float) -> str:
 
 
 def _finetune_figure(ft: dict):
-    modes = list(ft["modes"])
+    modes = ft.get("mode_order") or list(ft["modes"])
     metric = ft["metric"]
     means = [ft["modes"][m][f"{metric}_mean"] for m in modes]
     stds = [ft["modes"][m][f"{metric}_std"] for m in modes]
@@ -94,7 +94,8 @@ def build_report(cfg: DictConfig) -> dict:
 
     metric, metrics = ft["metric"], ft.get("metrics", [ft["metric"]])
     ft_rows = []
-    for mode, r in ft["modes"].items():
+    for mode in ft.get("mode_order") or list(ft["modes"]):
+        r = ft["modes"][mode]
         cells = [f"{fmt_metric(m, r[f'{m}_mean'])} ± {fmt_metric(m, r[f'{m}_std'])}" for m in metrics]
         ft_rows.append([mode, *cells, str(len(r["runs"])), ", ".join(x["mlflow_run_id"][:8] for x in r["runs"])])
     ft_md, ft_html = _table(["start", *[f"dev {m} (mean ± std)" for m in metrics], "seeds", "MLflow runs"], ft_rows)
