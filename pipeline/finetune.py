@@ -70,17 +70,25 @@ def predictions(outputs: torch.Tensor, regression: bool) -> torch.Tensor:
     return outputs.squeeze(-1).float() if regression else outputs.argmax(-1)
 
 
-class _Scored(L.LightningModule):
-    """Shared by the fine-tuned and the feature-based heads: loss, and the task's metrics over each dev pass."""
+class Classification(L.LightningModule):
+    """A trainable network on a task: its loss, and the task's metrics over each dev pass.
 
-    def __init__(self, task: TaskData, optim: dict, total_steps: int, fused_optimizer: bool):
+    ``inputs`` names the batch entries the network takes: the token tensors for a
+    fine-tuned BERT, ``("states",)`` for a head on frozen features.
+    """
+
+    TOKENS = ("input_ids", "token_type_ids", "attention_mask")
+
+    def __init__(self, net: nn.Module, task: TaskData, optim: dict, total_steps: int, fused_optimizer: bool = True,
+                 inputs: tuple[str, ...] = TOKENS):
         super().__init__()
+        self.net, self.inputs = net, inputs
         self.task, self.optim, self.total_steps, self.fused = task, optim, total_steps, fused_optimizer
         self._preds: list[torch.Tensor] = []
         self._targets: list[torch.Tensor] = []
 
     def outputs(self, batch: dict) -> torch.Tensor:
-        raise NotImplementedError
+        return self.net(*(batch[k] for k in self.inputs))
 
     def training_step(self, batch, batch_idx):
         loss = task_loss(self.outputs(batch), batch["label"], self.task.regression)
@@ -103,23 +111,7 @@ class _Scored(L.LightningModule):
         self._preds, self._targets = [], []
 
     def configure_optimizers(self):
-        return build_optimizer(self.trainable(), self.optim, self.total_steps, fused=self.fused)
-
-    def trainable(self) -> nn.Module:
-        raise NotImplementedError
-
-
-class SequenceClassification(_Scored):
-    def __init__(self, model: BertForSequenceClassification, task: TaskData, optim: dict, total_steps: int,
-                 fused_optimizer: bool = True):
-        super().__init__(task, optim, total_steps, fused_optimizer)
-        self.model = model
-
-    def outputs(self, batch: dict) -> torch.Tensor:
-        return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-
-    def trainable(self) -> nn.Module:
-        return self.model
+        return build_optimizer(self.net, self.optim, self.total_steps, fused=self.fused)
 
 
 class LayerMix(nn.Module):
@@ -179,18 +171,6 @@ class FeatureHead(nn.Module):
         return self.mlp(self.mix(states))
 
 
-class FeatureClassification(_Scored):
-    def __init__(self, head: FeatureHead, task: TaskData, optim: dict, total_steps: int, fused_optimizer: bool = True):
-        super().__init__(task, optim, total_steps, fused_optimizer)
-        self.head = head
-
-    def outputs(self, batch: dict) -> torch.Tensor:
-        return self.head(batch["states"])
-
-    def trainable(self) -> nn.Module:
-        return self.head
-
-
 @torch.no_grad()
 def pooled_states(encoder: BertModel, data: list[dict], batch_size: int = 64) -> torch.Tensor:
     """(N, L+1, H): each example's mean token state (real tokens only) at every layer, embeddings first."""
@@ -242,8 +222,8 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
     g = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train, batch_size=ft.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
     dev_loader = DataLoader(dev, batch_size=64, collate_fn=pad_collate)
-    module = SequenceClassification(model, task, _optim(ft, ft.lr), ft.epochs * len(train_loader),
-                                    cfg.runtime.fused_optimizer)
+    module = Classification(model, task, _optim(ft, ft.lr), ft.epochs * len(train_loader),
+                            cfg.runtime.fused_optimizer)
     logger = _logger(cfg, task, mode, seed, input_tags)
     trainer = _trainer(cfg, logger, ft.epochs)
     trainer.fit(module, train_loader, dev_loader)
@@ -266,8 +246,8 @@ def frozen_one(cfg: DictConfig, task: TaskData, train_states: torch.Tensor, dev_
                           generator=torch.Generator().manual_seed(seed) if shuffle else None)
 
     train_loader, dev_loader = loader(train_states, train_labels, True), loader(dev_states, dev_labels, False)
-    module = FeatureClassification(head, task, _optim(ft, ft.feature_lr), ft.epochs * len(train_loader),
-                                   cfg.runtime.fused_optimizer)
+    module = Classification(head, task, _optim(ft, ft.feature_lr), ft.epochs * len(train_loader),
+                            cfg.runtime.fused_optimizer, inputs=("states",))
     mode = f"frozen_{feature_set}"
     logger = _logger(cfg, task, mode, seed, input_tags)
     trainer = _trainer(cfg, logger, ft.epochs)

@@ -29,6 +29,22 @@ def run_stage(stage: str, *overrides: str, cwd: Path = ROOT) -> subprocess.Compl
                           capture_output=True, text=True, timeout=600)
 
 
+def tiny_export(root: Path) -> Path:
+    """A 1-layer BERT export with a 500-piece Bible vocabulary in ``root/pretrain``, as the pretrain stage writes it."""
+    from pipeline.corpus import bible_documents
+    from pipeline.io import write_json
+    from pipeline.model import BertConfig, BertForPreTraining, save_hf
+    from pipeline.wordpiece import train_wordpiece
+
+    docs = list(bible_documents())[:200]
+    train_wordpiece((s for d in docs for s in d.sentences), root / "tokenizer", vocab_size=500, progress=False)
+    model = BertForPreTraining(BertConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=64, max_position_embeddings=128))
+    save_hf(model, root / "pretrain" / "hf", tokenizer_dir=root / "tokenizer")
+    write_json(root / "pretrain" / "run.json", {"mlflow_run_id": "none"})
+    return root / "pretrain"
+
+
 @pytest.fixture(scope="session")
 def wikitext(tmp_path_factory):
     """WikiText-2 ``valid`` (~250k word pieces of real text) as our pipeline sees it.

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from conftest import run_stage
+from conftest import run_stage, tiny_export
 from pipeline.errors import DataError
 from pipeline.tasks.ner import conll, read_conll, to_iob2
 
@@ -132,18 +132,9 @@ def _synthetic_conll(path, n, seed):
 
 
 def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
-    from pipeline.corpus import bible_documents
     from pipeline.finetune import MODES
-    from pipeline.io import write_json
-    from pipeline.model import BertConfig, BertForPreTraining, save_hf
-    from pipeline.wordpiece import train_wordpiece
 
-    docs = list(bible_documents())[:200]
-    train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tokenizer", vocab_size=500, progress=False)
-    model = BertForPreTraining(BertConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                          intermediate_size=64, max_position_embeddings=128))
-    save_hf(model, tmp_path / "pretrain" / "hf", tokenizer_dir=tmp_path / "tokenizer")
-    write_json(tmp_path / "pretrain" / "run.json", {"mlflow_run_id": "none"})
+    tiny_export(tmp_path)
     _synthetic_conll(tmp_path / "train.txt", 80, 0)
     _synthetic_conll(tmp_path / "dev.txt", 20, 1)
     r = run_stage("finetune", "task=conll2003", f"task.data.train={tmp_path / 'train.txt'}",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, run_stage, shared_data
+from conftest import ROOT, run_stage, shared_data, tiny_export
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 
@@ -72,17 +72,7 @@ def test_dvc_deps_are_exactly_the_imported_modules(stage):
 def test_finetune_stage_on_glue_mrpc(tmp_path):
     """The finetune stage on a GLUE task from a data directory, starting from an HF-format export."""
     glue_dir = shared_data("glue")
-    from pipeline.corpus import bible_documents
-    from pipeline.io import write_json
-    from pipeline.model import BertConfig, BertForPreTraining, save_hf
-    from pipeline.wordpiece import train_wordpiece
-
-    docs = list(bible_documents())[:200]
-    train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tokenizer", vocab_size=500, progress=False)
-    model = BertForPreTraining(BertConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                          intermediate_size=64, max_position_embeddings=128))
-    save_hf(model, tmp_path / "pretrain" / "hf", tokenizer_dir=tmp_path / "tokenizer")
-    write_json(tmp_path / "pretrain" / "run.json", {"mlflow_run_id": "none"})
+    tiny_export(tmp_path)
     r = run_stage("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
                   "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))

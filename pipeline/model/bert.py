@@ -431,13 +431,17 @@ def pretraining_loss(
     return mlm_loss + nsp_loss, mlm_loss, nsp_loss
 
 
+def _check_num_labels(num_labels: int) -> None:
+    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+        raise ValueError(f"num_labels={num_labels!r} must be a positive integer (1 for regression)")
+
+
 class BertForSequenceClassification(nn.Module):
     """GLUE-style head on the pooled [CLS] vector; ``num_labels=1`` means regression."""
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()
-        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
-            raise ValueError(f"num_labels={num_labels!r} must be a positive integer (1 for regression)")
+        _check_num_labels(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.bert = BertModel(config)
@@ -460,8 +464,7 @@ class BertForTokenClassification(nn.Module):
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()
-        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
-            raise ValueError(f"num_labels={num_labels!r} must be a positive integer")
+        _check_num_labels(num_labels)
         self.config = config
         self.num_labels = num_labels
         self.bert = BertModel(config, add_pooling_layer=False)
