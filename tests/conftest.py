@@ -55,7 +55,7 @@ def wikitext(tmp_path_factory):
     from types import SimpleNamespace
 
     from pipeline.corpus import clean, wikitext_documents, write_documents
-    from pipeline.pairs import encode_corpus
+    from pipeline.encoded import encode_corpus
     from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece, vocab_list
 
     src = shared_data("wikitext-2", "valid.txt")

@@ -15,8 +15,9 @@ import pytest
 
 from pipeline import pairs as pairs_mod
 from pipeline.errors import DataError
-from pipeline.pairs import (EncodedCorpus, encode_corpus, encode_documents_to_corpus, make_examples,
-                            packed_examples, pair_examples, plan_shards, shard_rng, trim_counts, write_examples)
+from pipeline.encoded import EncodedCorpus, encode_corpus, encode_documents_to_corpus
+from pipeline.pairs import (make_examples, packed_examples, pair_examples, plan_shards, shard_rng, trim_counts,
+                            write_examples)
 from pipeline.shards import NO_NSP_LABEL, PairsDataset
 
 CLS, SEP, FIRST_WORD_ID = 2, 3, 5  # 0 [PAD], 1 [UNK], 4 [MASK] are unused in synthetic corpora
