@@ -17,6 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pipeline.errors import DataError
+from pipeline.io import read_versioned
 from pipeline.shards import token_dtype
 
 CORPUS_VERSION = 1
@@ -78,12 +79,8 @@ class EncodedCorpus:
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        meta_path = self.folder / "corpus.json"
-        if not meta_path.is_file():
-            raise DataError(f"{meta_path}: not found (expected an encoded corpus written by encode_corpus)")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if self.meta.get("version") != CORPUS_VERSION:
-            raise DataError(f"{meta_path}: version {self.meta.get('version')!r}, this code reads {CORPUS_VERSION}")
+        self.meta = read_versioned(self.folder / "corpus.json", "version", CORPUS_VERSION,
+                                   "expected an encoded corpus written by encode_corpus", "re-encode the corpus")
         self.dtype = np.dtype(self.meta["token_dtype"])
         self.vocab_size = int(self.meta["vocab_size"])
         self.n_documents = int(self.meta["n_documents"])

@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.errors import DataError
+
 
 def _tmp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -73,3 +75,14 @@ def read_json(path: str | os.PathLike) -> Any:
         raise FileNotFoundError(f"{path}: file not found (has the stage that writes it run?)") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_versioned(path: str | os.PathLike, key: str, expected: int, missing_hint: str, stale_hint: str) -> dict:
+    """A JSON metadata file whose ``key`` must equal ``expected``; a clear error naming it otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: not found ({missing_hint})")
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get(key) != expected:
+        raise DataError(f"{path}: {key} {meta.get(key)!r}, this code reads {expected}; {stale_hint}")
+    return meta

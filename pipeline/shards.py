@@ -12,12 +12,12 @@ holds:
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.errors import DataError
+from pipeline.io import read_versioned
 
 FORMAT_VERSION = 2
 FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")
@@ -52,15 +52,8 @@ class PairsDataset:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        meta_path = self.path / "meta.json"
-        if not meta_path.is_file():
-            raise DataError(f"{meta_path}: not found (has make_pairs written {self.path}?)")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if self.meta.get("format_version") != FORMAT_VERSION:
-            raise DataError(
-                f"{meta_path}: format_version {self.meta.get('format_version')!r}, "
-                f"this code reads {FORMAT_VERSION}; rerun make_pairs"
-            )
+        self.meta = read_versioned(self.path / "meta.json", "format_version", FORMAT_VERSION,
+                                   f"has make_pairs written {self.path}?", "rerun make_pairs")
         # ends[k] = number of examples in shards 0..k
         self._ends = np.cumsum(np.asarray(self.meta["shard_counts"], dtype=np.int64))
         self._shards: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [None] * self.meta["n_shards"]

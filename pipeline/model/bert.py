@@ -431,9 +431,16 @@ def pretraining_loss(
     return mlm_loss + nsp_loss, mlm_loss, nsp_loss
 
 
-def _check_num_labels(num_labels: int) -> None:
+def _init_classifier(model: nn.Module, config: BertConfig, num_labels: int, add_pooling_layer: bool) -> None:
+    """The parts every BERT classifier has, under Hugging Face's names: ``bert``, ``dropout``, ``classifier``."""
     if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
         raise ValueError(f"num_labels={num_labels!r} must be a positive integer (1 for regression)")
+    model.config = config
+    model.num_labels = num_labels
+    model.bert = BertModel(config, add_pooling_layer=add_pooling_layer)
+    model.dropout = nn.Dropout(config.hidden_dropout_prob)
+    model.classifier = nn.Linear(config.hidden_size, num_labels)
+    init_weights(model.classifier, config.initializer_range)
 
 
 class BertForSequenceClassification(nn.Module):
@@ -441,13 +448,7 @@ class BertForSequenceClassification(nn.Module):
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()
-        _check_num_labels(num_labels)
-        self.config = config
-        self.num_labels = num_labels
-        self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_weights(self.classifier, config.initializer_range)
+        _init_classifier(self, config, num_labels, add_pooling_layer=True)
 
     def forward(
         self,
@@ -464,13 +465,7 @@ class BertForTokenClassification(nn.Module):
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()
-        _check_num_labels(num_labels)
-        self.config = config
-        self.num_labels = num_labels
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        init_weights(self.classifier, config.initializer_range)
+        _init_classifier(self, config, num_labels, add_pooling_layer=False)
 
     def forward(
         self,
