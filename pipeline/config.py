@@ -86,7 +86,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"masking.mask_token_prob + random_token_prob + keep_prob = {total:g} is not allowed: expected 1 "
                 f"(got {m.mask_token_prob}, {m.random_token_prob}, {m.keep_prob})")
-        _check(cfg, "masking.max_predictions_per_seq", lambda v: _int(v) and v >= 1, "an integer >= 1")
+        _check(cfg, "masking.max_predictions_per_seq", lambda v: v is None or (_int(v) and v >= 1),
+               "an integer >= 1 or null (optional: no cap beyond the ratio)")
         _check(cfg, "masking.whole_word", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "masking.static", lambda v: isinstance(v, bool), "true or false")
     if "model" in cfg:

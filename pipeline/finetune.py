@@ -282,8 +282,8 @@ def tfidf_baseline(cfg: DictConfig, task: TaskData, input_tags: dict[str, str]) 
 
 
 def _logger(cfg: DictConfig, task: TaskData, mode: str, seed: int, input_tags: dict[str, str]):
-    logger = mlflow_logger(cfg, run_name=f"finetune-{task.name}-{mode}-s{seed}",
-                           tags={**input_tags, "mode": mode, "seed": str(seed)})
+    run_name = f"finetune-{cfg.get('variant') or 'baseline'}-{task.name}-{mode}-s{seed}"
+    logger = mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "mode": mode, "seed": str(seed)})
     logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
     return logger
 

@@ -28,7 +28,7 @@ class MaskingConfig:
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
     keep_prob: float = 0.1
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int | None = 20   # None: no cap beyond round(len * mlm_probability)
     whole_word: bool = False
     static: bool = False
 

@@ -244,7 +244,8 @@ def pretrain(cfg: DictConfig) -> dict:
     run_id = run_file.read_text().strip() if resume and run_file.exists() else None
     if resume:
         log.info("resuming from %s (step %d)", resume, resumed_step)
-    logger = mlflow_logger(cfg, run_name=f"pretrain-{cfg.model.name}-{cfg.objective.name}",
+    run_name = f"pretrain-{cfg.get('variant') or 'baseline'}-{cfg.model.name}-{cfg.objective.name}"
+    logger = mlflow_logger(cfg, run_name=run_name,
                            tags=run_tags({"pairs": cfg.paths.pairs, "tokenizer": cfg.paths.tokenizer},
                                          {"stage": "pretrain"}), run_id=run_id)
     run_file.write_text(logger.run_id + "\n")

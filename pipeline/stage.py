@@ -1,7 +1,9 @@
 """What every stage entry point does around its pipeline function.
 
-Validate the settings, apply the runtime group, run, and turn a user-fixable
-error (``LabError``) into one line on stderr and exit status 2.
+Apply an ablation variant (``variant=<name>``) and, in a Hydra sweep, move the
+outputs into the job's folder; validate the settings, apply the runtime group,
+run, and turn a user-fixable error (``LabError``) into one line on stderr and
+exit status 2.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import validate
 from pipeline.errors import LabError
+from pipeline.grid import apply_variant, sweep_outputs
 
 log = logging.getLogger("pipeline")
 
@@ -37,6 +40,7 @@ def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> An
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.perf_counter()
     try:
+        cfg = sweep_outputs(apply_variant(cfg, name), name)
         validate(cfg)
         apply_runtime(cfg)
         result = fn(cfg)

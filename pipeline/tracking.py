@@ -26,6 +26,8 @@ def tracking_uri(cfg: DictConfig) -> str:
 
 # Never logged: a tracking URI can carry credentials (https://user:token@host).
 SECRET_KEYS = {"tracking.uri"}
+# Not a run's settings: the ablation catalogue and grid (a variant's own settings are already applied).
+CATALOGUE_KEYS = ("family", "grid")
 
 
 def flatten_config(cfg: DictConfig) -> dict[str, str]:
@@ -39,7 +41,7 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
         else:
             out[prefix[:-1]] = str(node)[:6000]
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    walk({k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in CATALOGUE_KEYS}, "")
     return {k: v for k, v in out.items() if k not in SECRET_KEYS}
 
 
@@ -97,8 +99,9 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
     """Lightning's MLflow logger with the resolved config logged as params; ``run_id`` continues a run."""
     from lightning.pytorch.loggers import MLFlowLogger
 
+    tags = {"variant": cfg.get("variant") or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
     logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
-                          tracking_uri=tracking_uri(cfg), tags=dict(tags), run_id=run_id)
+                          tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id)
     logger.log_hyperparams(flatten_config(cfg))
     return logger
 

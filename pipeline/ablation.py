@@ -1,0 +1,179 @@
+"""The ablation results: each family's rows, their numbers, the comparisons and the findings.
+
+Pure data, no plotting: the report stage renders what ``ablation_results``
+returns, and writes it as ``reports/ablations.json``. Numbers come from the
+metrics files the stages wrote (declared DVC deps); a row is either the
+baseline pretraining, a pretraining variant (fine-tuned with
+``grid.finetune.modes``) or a fine-tuning mode of the baseline.
+
+Seed noise is the spread over fine-tuning seeds: every pretraining variant
+runs once, so differences between pretraining runs carry that run's luck too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.errors import ConfigError, DataError
+from pipeline.grid import BASELINE, grid_variants
+from pipeline.io import read_json
+
+NOISE_RULE = ("a difference is beyond seed noise when the two means differ by more than twice the larger "
+              "of their standard deviations over fine-tuning seeds")
+CLASSICAL = "tfidf"  # the classical baseline's mode: every family table shows it
+
+
+def fmt(metric: str, value: float) -> str:
+    """Accuracy and F1 as percentages, correlations as plain numbers."""
+    return f"{100 * value:.1f}" if metric in ("accuracy", "f1") else f"{value:.3f}"
+
+
+def load_runs(cfg: DictConfig) -> dict[str, dict]:
+    """``{"baseline" | variant: {"pretrain": metrics, "finetune": metrics}}`` for the configured grid."""
+    runs = {BASELINE: {"pretrain": read_json(Path(cfg.paths.metrics) / "pretrain.json"),
+                       "finetune": read_json(Path(cfg.paths.metrics) / "finetune.json")}}
+    folder = Path(cfg.paths.variants.metrics)
+    for name in grid_variants(cfg):
+        runs[name] = {k: read_json(folder / name / f"{k}.json") for k in ("pretrain", "finetune")}
+    task = {r["finetune"]["task"] for r in runs.values()}
+    if len(task) > 1:
+        raise DataError(f"{folder}: the variants were fine-tuned on different tasks ({', '.join(sorted(task))}); "
+                        "rerun them with the same task")
+    return runs
+
+
+def stat(finetune: dict, mode: str, metric: str) -> dict | None:
+    r = finetune["modes"].get(mode)
+    if r is None:
+        return None
+    return {"mean": r[f"{metric}_mean"], "std": r[f"{metric}_std"], "n": r["n"],
+            "mlflow_run_ids": [x["mlflow_run_id"] for x in r["runs"]]}
+
+
+def pretrain_summary(pre: dict) -> dict:
+    """The pretraining numbers a row shows; ``lm`` is ``mlm`` or ``ltr`` (accuracy of that objective)."""
+    lm = "ltr" if "val/ltr_acc" in pre else "mlm"
+    return {"lm": lm, "val_lm_acc": pre.get(f"val/{lm}_acc"), "val_perplexity": pre.get("val/perplexity"),
+            "val_loss": pre.get("val/loss"), "steps": pre.get("steps"), "train_seconds": pre.get("train_seconds"),
+            "mlflow_run_id": pre.get("mlflow_run_id")}
+
+
+def compare(a: dict | None, b: dict | None) -> dict | None:
+    """``a`` against ``b`` (each mean, std, n): the difference and whether it is beyond seed noise."""
+    if not a or not b:
+        return None
+    diff = a["mean"] - b["mean"]
+    noise = max(a["std"], b["std"])
+    if min(a["n"], b["n"]) < 2 and max(a["n"], b["n"]) < 2:
+        verdict = "no seed-noise estimate (one run each)"
+    else:
+        verdict = "beyond seed noise" if abs(diff) > 2 * noise else "within seed noise"
+    return {"diff": round(diff, 6), "noise": round(noise, 6), "verdict": verdict}
+
+
+def _paper_values(paper: list, row_label: str | None) -> dict[str, float]:
+    if not row_label:
+        return {}
+    out = {}
+    for block in paper:
+        values = block["rows"].get(row_label)
+        if values is not None:
+            out.update(dict(zip(block["columns"], values)))
+    return out
+
+
+def family_result(name: str, fam: dict, runs: dict, metric: str, modes: list[str]) -> dict:
+    """One family: its rows in order, each with our numbers, the paper's, and a comparison to the first row."""
+    base_ft = runs[BASELINE]["finetune"]
+    rows = []
+    for row in fam["rows"]:
+        out = {"label": row["label"], "paper_row": row.get("paper"),
+               "paper": _paper_values(fam["paper"], row.get("paper"))}
+        if "mode" in row:
+            s = stat(base_ft, row["mode"], metric)
+            if s is None:
+                continue  # the baseline fine-tuning did not run this mode
+            out.update(kind="mode", name=row["mode"], ran=True, scores={row["mode"]: s})
+        else:
+            v = row["variant"]
+            out.update(kind="variant", name=v, ran=v in runs)
+            if v in runs:
+                out["scores"] = {m: stat(runs[v]["finetune"], m, metric) for m in modes}
+                out["pretrain"] = pretrain_summary(runs[v]["pretrain"])
+        rows.append(out)
+    ran = [r for r in rows if r["ran"]]
+    for r in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
+        r["primary"] = r["scores"].get(r["name"] if r["kind"] == "mode" else modes[0])
+    ref = ran[0] if ran else None
+    for r in ran:
+        r["vs_first_row"] = None if r is ref else compare(r["primary"], ref["primary"])
+    classical = stat(base_ft, CLASSICAL, metric)
+    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": rows[0]["kind"] if rows else None,
+            "reference_row": ref["label"] if ref else None, "rows": rows, "classical": classical,
+            "paper": fam["paper"]}
+
+
+def _paper_direction(fam: dict, row: dict, ref: dict) -> str:
+    """What the paper says about ``row`` against ``ref`` (first source with both, its first column), as a clause."""
+    for block in fam["paper"]:
+        a, b = block["rows"].get(row.get("paper_row")), block["rows"].get(ref.get("paper_row"))
+        if a is not None and b is not None:
+            col, d = block["columns"][0], a[0] - b[0]
+            if d == 0:
+                return f"the paper found no difference ({col} {a[0]} vs {b[0]})"
+            return f"the paper found it {'better' if d > 0 else 'worse'} by {abs(d):.1f} ({col} {a[0]} vs {b[0]})"
+    return ""
+
+
+def findings(families: list[dict], baseline_ft: dict, metric: str, task: str) -> list[str]:
+    """One sentence per comparison, generated from the numbers (never hand-written)."""
+    out = []
+    for fam in families:
+        ran = [r for r in fam["rows"] if r["ran"] and r["primary"]]
+        for r in ran[1:]:
+            ref, c = ran[0], r["vs_first_row"]
+            if fmt(metric, abs(c["diff"])) == fmt(metric, 0.0):
+                how = f"is level with {ref['label']}"
+            else:
+                how = (f"is {fmt(metric, abs(c['diff']))} points {'better' if c['diff'] > 0 else 'worse'} than "
+                       f"{ref['label']}")
+            sentence = (f"{fam['title']}: {r['label']} {how} on {task} dev {metric} "
+                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref['primary']['mean'])}; {c['verdict']})")
+            paper = _paper_direction(fam, r, ref)
+            if paper:
+                if c["verdict"] != "beyond seed noise":
+                    paper += "; too close to tell here"
+                else:
+                    paper += "; the same direction here" if (c["diff"] > 0) == (" better " in paper) else \
+                        "; the opposite direction here"
+                sentence += f"; {paper}"
+            out.append(sentence + ".")
+    ours, classical = stat(baseline_ft, "pretrained", metric), stat(baseline_ft, CLASSICAL, metric)
+    if ours and classical:
+        c = compare(ours, classical)
+        out.append(f"Fine-tuning the baseline is {fmt(metric, abs(c['diff']))} points "
+                   f"{'above' if c['diff'] > 0 else 'below'} the TF-IDF baseline "
+                   f"({fmt(metric, ours['mean'])} vs {fmt(metric, classical['mean'])}).")
+    return out
+
+
+def ablation_results(cfg: DictConfig) -> dict:
+    """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``)."""
+    runs = load_runs(cfg)
+    ft = runs[BASELINE]["finetune"]
+    metric = ft["metric"]
+    modes = list(cfg.grid.finetune.modes)
+    catalogue = OmegaConf.to_container(cfg.family, resolve=True)
+    unknown = [f for f in cfg.grid.families if f not in catalogue]
+    if unknown:
+        raise ConfigError(f"grid.families: {unknown} not defined: expected names from conf/family "
+                          f"({', '.join(catalogue)})")
+    families = [family_result(f, catalogue[f], runs, metric, modes) for f in cfg.grid.families]
+    return {"grid": cfg.grid.name, "task": ft["task"], "metric": metric, "variant_modes": modes,
+            "noise_rule": NOISE_RULE, "families": families,
+            "findings": findings(families, ft, metric, ft["task"]),
+            "runs": {name: {"pretrain": pretrain_summary(r["pretrain"]),
+                            "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]
+                                              for m, v in r["finetune"]["modes"].items()}}
+                     for name, r in runs.items()}}
