@@ -170,7 +170,11 @@ def ablation_results(cfg: DictConfig) -> dict:
         raise ConfigError(f"grid.families: {unknown} not defined: expected names from conf/family "
                           f"({', '.join(catalogue)})")
     families = [family_result(f, catalogue[f], runs, metric, modes) for f in cfg.grid.families]
-    return {"grid": cfg.grid.name, "task": ft["task"], "metric": metric, "variant_modes": modes,
+    # The same numbers as nested mappings, which `dvc metrics show` and `dvc exp show` list (they skip lists).
+    table = {f["name"]: {r["name"]: {f"{mode}_{k}": s[k] for mode, s in r["scores"].items() if s
+                                     for k in ("mean", "std", "n")}
+                         for r in f["rows"] if r["ran"]} for f in families}
+    return {"grid": cfg.grid.name, "table": table, "task": ft["task"], "metric": metric, "variant_modes": modes,
             "noise_rule": NOISE_RULE, "families": families,
             "findings": findings(families, ft, metric, ft["task"]),
             "runs": {name: {"pretrain": pretrain_summary(r["pretrain"]),

@@ -130,6 +130,7 @@ def validate(cfg: DictConfig) -> None:
                "a non-empty list of integers")
         for k in ("epochs", "batch_size"):
             _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        _check(cfg, "finetune.eval_every_epoch", lambda v: isinstance(v, bool), "true or false")
         for k in ("lr", "feature_lr"):
             _check(cfg, f"finetune.{k}", lambda v: _number(v) and v > 0, "a positive number")
     if "task" in cfg:

@@ -193,6 +193,11 @@ def _trainer(cfg: DictConfig, logger, epochs: int) -> L.Trainer:
                      callbacks=[TQDMProgressBar(refresh_rate=10)] if cfg.runtime.progress else None)
 
 
+def epoch_dev(cfg: DictConfig, dev_loader):
+    """The dev loader for ``fit`` when dev scores are wanted after every epoch; the final score is taken anyway."""
+    return dev_loader if cfg.finetune.eval_every_epoch else None
+
+
 def _optim(ft: DictConfig, lr: float) -> dict:
     return {"name": "adamw", "lr": lr, "weight_decay": ft.weight_decay, "warmup_ratio": ft.warmup_ratio,
             "betas": [0.9, 0.999], "eps": 1e-6}
@@ -226,7 +231,7 @@ def finetune_one(cfg: DictConfig, task: TaskData, train: list[dict], dev: list[d
                             cfg.runtime.fused_optimizer)
     logger = _logger(cfg, task, mode, seed, input_tags)
     trainer = _trainer(cfg, logger, ft.epochs)
-    trainer.fit(module, train_loader, dev_loader)
+    trainer.fit(module, train_loader, epoch_dev(cfg, dev_loader))
     return {"seed": seed, **_final_scores(trainer, module, dev_loader, task), "mlflow_run_id": logger.run_id}
 
 
@@ -251,7 +256,7 @@ def frozen_one(cfg: DictConfig, task: TaskData, train_states: torch.Tensor, dev_
     mode = f"frozen_{feature_set}"
     logger = _logger(cfg, task, mode, seed, input_tags)
     trainer = _trainer(cfg, logger, ft.epochs)
-    trainer.fit(module, train_loader, dev_loader)
+    trainer.fit(module, train_loader, epoch_dev(cfg, dev_loader))
     result = {"seed": seed, **_final_scores(trainer, module, dev_loader, task), "mlflow_run_id": logger.run_id}
     if feature_set == "weighted":
         result["layer_weights"] = head.mix.weights()

@@ -163,7 +163,7 @@ def ner_run(cfg: DictConfig, task: NerTask, train: list[dict], dev: list[dict], 
     module = TokenTagging(model, task, task.dev, optim_fn(ft, lr), ft.epochs * len(train_loader),
                           cfg.runtime.fused_optimizer)
     trainer = trainer_fn(cfg, logger, ft.epochs)
-    trainer.fit(module, train_loader, dev_loader)
+    trainer.fit(module, train_loader, dev_loader if ft.eval_every_epoch else None)
     final = trainer.validate(module, dev_loader, verbose=False)[0]
     result = {"seed": seed, **{m: round(float(final[f"val/{m}"]), 6) for m in task.metrics},
               "loss": round(float(final["val/loss"]), 6)}

@@ -19,6 +19,9 @@ import yaml
 from conftest import ROOT
 
 STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs", "pretrain", "finetune", "report"]
+VARIANTS = ["nsp_off_full_sentences", "ltr"]  # grid=ci, which experiment=tiny selects
+VARIANT_STAGES = ["make_pairs_variant@nsp_off_full_sentences",
+                  *(f"{s}_variant@{v}" for s in ("pretrain", "finetune") for v in VARIANTS)]
 
 
 def _env(tmp: Path) -> dict:
@@ -35,7 +38,7 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> str:
 
 
 def _ran(output: str) -> list[str]:
-    return re.findall(r"Running stage '([a-z_]+)'", output)
+    return re.findall(r"Running stage '([a-z_0-9@]+)'", output)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,12 @@ def project(tmp_path_factory) -> tuple[Path, dict]:
 def test_dvc_pipeline_end_to_end(project):
     dst, env = project
     out = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny"], dst, env)
-    assert _ran(out) == STAGES, out[-2000:]
+    ran = _ran(out)
+    assert sorted(ran) == sorted(STAGES + VARIANT_STAGES), out[-2000:]
+    for before, after in (("make_pairs", "pretrain"), ("make_pairs_variant@nsp_off_full_sentences",
+                                                       "pretrain_variant@nsp_off_full_sentences"),
+                          ("pretrain_variant@ltr", "finetune_variant@ltr"), ("finetune_variant@ltr", "report")):
+        assert ran.index(before) < ran.index(after)
 
     # params.yaml is conf/ composed with the override
     params = yaml.safe_load((dst / "params.yaml").read_text())
@@ -72,7 +80,11 @@ def test_dvc_pipeline_end_to_end(project):
     report = (dst / "reports" / "report.md").read_text()
     assert "pretrained" in report and "scratch" in report and "figures/pretrain_curves.png" in report
     html = (dst / "reports" / "index.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
+    figures = list((dst / "reports" / "figures").iterdir())
+    assert html.count("data:image/png;base64,") == len(figures) >= 6
+    ablations = json.loads((dst / "reports" / "ablations.json").read_text())
+    assert [f["name"] for f in ablations["families"]] == ["pretraining", "features", "nsp", "objective"]
+    assert set(ablations["runs"]) == {"baseline", *VARIANTS}
     hf = dst / "models" / "pretrain" / "hf"
     assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json"} <= {p.name for p in hf.iterdir()}
 
@@ -88,7 +100,9 @@ def test_dvc_pipeline_end_to_end(project):
     # One masking setting changed: exactly the stages downstream of it rerun.
     changed = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny",
                     "-S", "masking.mlm_probability=0.2"], dst, env)
-    assert _ran(changed) == ["pretrain", "finetune", "report"], changed[-2000:]
+    # (the variants inherit the baseline's masking, so they rerun too; their examples do not)
+    assert sorted(_ran(changed)) == sorted(["pretrain", "finetune", "report", *(
+        f"{s}_variant@{v}" for s in ("pretrain", "finetune") for v in VARIANTS)]), changed[-2000:]
 
     # Every run is in MLflow with its params, git commit and data hashes.
     from mlflow.tracking import MlflowClient
@@ -98,7 +112,11 @@ def test_dvc_pipeline_end_to_end(project):
     runs = client.search_runs([exp.experiment_id])
     pre = [r for r in runs if r.data.tags.get("stage") == "pretrain"]
     fine = [r for r in runs if r.data.tags.get("stage") == "finetune"]
-    assert sorted(r.data.params["masking.mlm_probability"] for r in pre) == ["0.15", "0.2"]
+    assert sorted((r.data.tags["variant"], r.data.params["masking.mlm_probability"]) for r in pre) == sorted(
+        (v, p) for v in ("baseline", *VARIANTS) for p in ("0.15", "0.2"))
+    assert {r.data.params["objective.lm"] for r in pre if r.data.tags["variant"] == "ltr"} == {"left_to_right"}
+    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 8  # 2 variants x 2 modes x 1 seed, twice
+    fine = [r for r in fine if r.data.tags["variant"] == "baseline"]
     assert len(fine) == 8 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
