@@ -128,7 +128,7 @@ def validate(cfg: DictConfig) -> None:
                f"a non-empty list of: {', '.join(FINETUNE_MODES)}")
         _check(cfg, "finetune.seeds", lambda v: len(v) > 0 and all(_int(s) for s in v),
                "a non-empty list of integers")
-        for k in ("epochs", "batch_size"):
+        for k in ("epochs", "feature_epochs", "batch_size"):
             _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
         _check(cfg, "finetune.eval_every_epoch", lambda v: isinstance(v, bool), "true or false")
         for k in ("lr", "feature_lr"):

@@ -251,11 +251,11 @@ def frozen_one(cfg: DictConfig, task: TaskData, train_states: torch.Tensor, dev_
                           generator=torch.Generator().manual_seed(seed) if shuffle else None)
 
     train_loader, dev_loader = loader(train_states, train_labels, True), loader(dev_states, dev_labels, False)
-    module = Classification(head, task, _optim(ft, ft.feature_lr), ft.epochs * len(train_loader),
+    module = Classification(head, task, _optim(ft, ft.feature_lr), ft.feature_epochs * len(train_loader),
                             cfg.runtime.fused_optimizer, inputs=("states",))
     mode = f"frozen_{feature_set}"
     logger = _logger(cfg, task, mode, seed, input_tags)
-    trainer = _trainer(cfg, logger, ft.epochs)
+    trainer = _trainer(cfg, logger, ft.feature_epochs)
     trainer.fit(module, train_loader, epoch_dev(cfg, dev_loader))
     result = {"seed": seed, **_final_scores(trainer, module, dev_loader, task), "mlflow_run_id": logger.run_id}
     if feature_set == "weighted":

@@ -68,7 +68,7 @@ def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
         if not data:
             raise ConfigError(f"variant={name}: it changes no pairs.* setting, so it trains on the baseline's "
                               f"examples ({cfg.paths.pairs}); it has no make_pairs stage of its own")
-        overrides, paths = data, {"pairs": own_pairs, "metrics": f"{folders.metrics}/{name}"}
+        paths = {"pairs": own_pairs, "metrics": f"{folders.metrics}/{name}"}  # (all its settings: they are checked together)
     elif stage == "pretrain":
         expected = own_pairs if data else cfg.paths.pairs
         if spec.pairs != expected:

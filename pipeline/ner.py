@@ -160,9 +160,10 @@ def ner_run(cfg: DictConfig, task: NerTask, train: list[dict], dev: list[dict], 
     g = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train, batch_size=ft.batch_size, shuffle=True, generator=g, collate_fn=ner_collate)
     dev_loader = DataLoader(dev, batch_size=64, collate_fn=ner_collate)
-    module = TokenTagging(model, task, task.dev, optim_fn(ft, lr), ft.epochs * len(train_loader),
+    epochs = ft.feature_epochs if mode.startswith("frozen_") else ft.epochs
+    module = TokenTagging(model, task, task.dev, optim_fn(ft, lr), epochs * len(train_loader),
                           cfg.runtime.fused_optimizer)
-    trainer = trainer_fn(cfg, logger, ft.epochs)
+    trainer = trainer_fn(cfg, logger, epochs)
     trainer.fit(module, train_loader, dev_loader if ft.eval_every_epoch else None)
     final = trainer.validate(module, dev_loader, verbose=False)[0]
     result = {"seed": seed, **{m: round(float(final[f"val/{m}"]), 6) for m in task.metrics},

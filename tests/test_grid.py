@@ -25,6 +25,10 @@ def test_every_variant_is_a_valid_run_with_its_own_outputs(name):
         assert OmegaConf.select(cfg, key) == yaml.safe_load(value), item
     assert cfg.paths.pretrain == f"models/variants/{name}" and cfg.paths.metrics == f"metrics/variants/{name}"
     assert cfg.paths.pairs == (f"data/variants/{name}" if data_overrides(list(spec.set)) else "data/pairs")
+    if data_overrides(list(spec.set)):
+        data = apply_variant(OmegaConf.merge(CFG, {"variant": name}), "make_pairs")
+        validate(data)
+        assert data.paths.pairs == cfg.paths.pairs and data.pairs == cfg.pairs
     ft = apply_variant(OmegaConf.merge(CFG, {"variant": name}), "finetune")
     assert ft.paths.pretrain == cfg.paths.pretrain and list(ft.finetune.modes) == list(CFG.grid.finetune.modes)
 

@@ -123,17 +123,25 @@ def test_dvc_pipeline_end_to_end(project):
 
 
 def test_hydra_multirun_records_each_job(project):
+    """A parallel sweep (joblib launcher): one MLflow run per job, outputs in each job's folder, DVC's untouched."""
     dst, env = project
     if not (dst / "data" / "pairs").exists():
         pytest.skip("needs the pipeline run above")
+    before = (dst / "metrics" / "pretrain.json").read_bytes()
     _run([sys.executable, "-m", "stages.pretrain", "-m", "experiment=tiny", "trainer.max_steps=3",
-          "runtime.progress=false", "optim.lr=0.001,0.002"], dst, env)
+          "runtime.progress=false", "runtime.num_threads=1", "optim.lr=0.001,0.002", "hydra/launcher=joblib",
+          "hydra.launcher.n_jobs=2", "hydra.sweep.dir=logs/multirun/test"], dst, env)
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{dst / 'mlflow.db'}")
     exp = client.get_experiment_by_name("bert-lab")
     runs = client.search_runs([exp.experiment_id], "params.`trainer.max_steps` = '3'")
     assert sorted(r.data.params["optim.lr"] for r in runs) == ["0.001", "0.002"]
+    for job in ("0", "1"):
+        metrics = json.loads((dst / "logs" / "multirun" / "test" / job / "metrics" / "pretrain.json").read_text())
+        assert metrics["steps"] == 3 and metrics["mlflow_run_id"] in {r.info.run_id for r in runs}
+        assert (dst / "logs" / "multirun" / "test" / job / "pretrain" / "hf" / "model.safetensors").exists()
+    assert (dst / "metrics" / "pretrain.json").read_bytes() == before
     assert not (dst / "outputs").exists() and not (dst / "multirun").exists()
 
 
