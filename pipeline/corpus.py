@@ -193,6 +193,16 @@ def write_documents(docs: Iterable[Document], f) -> None:
             f.write(" ".join(s.split()) + "\n")
 
 
+class Sentences:
+    """The sentences of a corpus file, re-readable: each iteration streams the file again."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return (s for doc in read_documents(self.path) for s in doc)
+
+
 def read_documents(path: str | Path) -> Iterator[list[str]]:
     """Read back a file written by ``prepare_corpus`` (or any file in BERT's format)."""
     sentences: list[str] = []

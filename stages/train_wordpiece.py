@@ -4,7 +4,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.corpus import read_documents
+from pipeline.corpus import Sentences, read_documents
 from pipeline.io import write_json
 from pipeline.stage import run_stage
 from pipeline.wordpiece import load_tokenizer, save_tokenizer, tokenizer_settings, tokenizer_stats, train_wordpiece
@@ -20,8 +20,7 @@ def run(cfg: DictConfig) -> dict:
         save_tokenizer(tok, cfg.paths.tokenizer, lowercase=lowercase, strip_accents=strip_accents)
         stats = {"vocab_size": tok.get_vocab_size(), "from_folder": str(t.from_folder)}
     else:
-        sentences = (s for doc in read_documents(corpus / "train.txt") for s in doc)
-        stats = train_wordpiece(sentences, cfg.paths.tokenizer, vocab_size=t.vocab_size,
+        stats = train_wordpiece(Sentences(corpus / "train.txt"), cfg.paths.tokenizer, vocab_size=t.vocab_size,
                                 min_frequency=t.min_frequency, limit_alphabet=t.limit_alphabet,
                                 lowercase=t.lowercase, strip_accents=t.strip_accents, progress=cfg.runtime.progress)
     stats.update(tokenizer_stats(load_tokenizer(cfg.paths.tokenizer), read_documents(corpus / "valid.txt")))

@@ -98,3 +98,22 @@ def test_the_tokenizer_stage_can_take_a_published_vocabulary(tokenizer_dir, tmp_
     assert (tmp_path / "out" / "vocab.txt").read_bytes() == (folder / "vocab.txt").read_bytes()
     text = "And the earth was without form, and void."
     assert load_tokenizer(tmp_path / "out").encode(text).ids == load_tokenizer(folder).encode(text).ids
+
+
+def test_training_gives_the_same_bytes_every_time(tmp_path):
+    """``tokenizers`` alone numbers ``##`` pieces in hash-map order; ours pins the order (same files each run)."""
+    docs = list(itertools.islice(bible_documents(), 0, 1189, 7))
+    sentences = [s for d in docs for s in d.sentences] + ["Ünïcödé, 中文字符, ﬁ ligature, tab\there."]
+    for run in range(4):  # each run builds fresh hash maps with fresh random seeds
+        train_wordpiece(sentences, tmp_path / str(run), vocab_size=1500, limit_alphabet=40, progress=False)
+    for name in ("vocab.txt", "tokenizer.json"):
+        assert len({(tmp_path / str(run) / name).read_bytes() for run in range(4)}) == 1, name
+
+
+def test_continuation_pieces_are_ordinary_vocabulary(tokenizer_dir):
+    """They are registered as special tokens only while training: text spelling one is tokenized as text."""
+    tok = load_tokenizer(tokenizer_dir)
+    added = json.loads((tokenizer_dir / "tokenizer.json").read_text())["added_tokens"]
+    assert [t["content"] for t in added] == list(SPECIAL_TOKENS)
+    assert tok.token_to_id("##e") is not None
+    assert tok.encode("he ##e", add_special_tokens=False).tokens == ["he", "[UNK]", "[UNK]", "e"]
