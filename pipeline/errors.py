@@ -17,5 +17,9 @@ class DataError(LabError, ValueError):
     """An input file or data set is missing, empty or malformed; the message names it."""
 
 
+class MissingFileError(DataError, FileNotFoundError):
+    """An input file or folder does not exist; the message names it and what writes it."""
+
+
 class TrainingError(LabError, RuntimeError):
     """Training cannot go on (a non-finite loss, an unreadable checkpoint); the message says what to do."""

@@ -42,7 +42,7 @@ from pipeline.model.hf import config_from_hf, load_hf
 from pipeline.ner import encode_ner, ner_linear, ner_run
 from pipeline.optim import build_optimizer
 from pipeline.tasks import Example, TaskData, score
-from pipeline.tracking import mlflow_logger, run_tags
+from pipeline.tracking import check_tracking, mlflow_logger, run_tags
 from pipeline.wordpiece import load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -305,6 +305,7 @@ def summarize(runs: list[dict], metrics: list[str]) -> dict:
 
 def finetune(cfg: DictConfig) -> dict:
     """Run every configured mode and seed on ``cfg.task``; write ``metrics/finetune.json``."""
+    check_tracking(cfg)  # before any compute
     ft = cfg.finetune
     bad = [m for m in ft.modes if m not in MODES]
     if bad:

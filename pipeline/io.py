@@ -6,17 +6,45 @@ so DVC can never cache a half-written file or folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.errors import DataError
+from pipeline.errors import DataError, MissingFileError
 
 
 def _tmp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _remove_stale_siblings(path: Path) -> None:
+    """Remove temporaries of ``path`` left by killed processes (their pid no longer runs)."""
+    for p in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _write_error(path: Path, e: OSError) -> DataError:
+    """A failed write (a full disk, a file-size limit, a read-only folder) as one clear line naming ``path``."""
+    return DataError(f"{path}: could not be written ({e.strerror or e}{f': {e.filename}' if e.filename else ''}); "
+                     "nothing was replaced: an earlier complete output is kept")
+
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO)
 
 
 @contextlib.contextmanager
@@ -24,14 +52,25 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary folder that replaces ``path`` when the block succeeds.
 
     On an exception the temporary folder is removed and an existing ``path``
-    (an earlier complete output) is left untouched.
+    (an earlier complete output) is left untouched; a write that fails for
+    lack of space or permission becomes a ``DataError`` naming ``path``.
     """
     path = Path(path)
     tmp = _tmp_sibling(path)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_siblings(path)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    except OSError as e:
+        raise _write_error(path, e) from e
     try:
         yield tmp
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno in WRITE_ERRORS:
+            raise _write_error(path, e) from e
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -46,15 +85,21 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_file(path: str | os.PathLike, mode: str = "w", **kwargs: Any) -> Iterator[Any]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_sibling(path)
     if "b" not in mode:
         kwargs.setdefault("encoding", "utf-8")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_siblings(path)
         with open(tmp, mode, **kwargs) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno in WRITE_ERRORS:
+            raise _write_error(path, e) from e
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -72,9 +117,9 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: file not found (has the stage that writes it run?)") from None
+        raise MissingFileError(f"{path}: file not found (has the stage that writes it run?)") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise DataError(f"{path}: not valid JSON ({e})") from None
 
 
 def read_versioned(path: str | os.PathLike, key: str, expected: int, missing_hint: str, stale_hint: str) -> dict:

@@ -34,7 +34,7 @@ from pipeline.masking import IGNORE, MaskingConfig, continuation_table, example_
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss
 from pipeline.model.hf import config_from_hf, load_hf, save_hf
 from pipeline.optim import build_optimizer
-from pipeline.tracking import content_hash, metric_history, mlflow_logger, run_tags
+from pipeline.tracking import check_tracking, content_hash, metric_history, mlflow_logger, run_tags
 from pipeline.wordpiece import load_tokenizer, special_ids, vocab_list
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
@@ -218,6 +218,7 @@ def pretrain(cfg: DictConfig) -> dict:
     and data) resumes from the last one, with the same data order, masks and
     dropout, and continues the same MLflow run.
     """
+    check_tracking(cfg)  # before any compute
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     tok = load_tokenizer(cfg.paths.tokenizer)
     ids = special_ids(tok)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.ablation import BASELINE, ablation_results, fmt  # noqa: E402
 from pipeline.io import atomic_dir, atomic_file, read_json, write_json  # noqa: E402
-from pipeline.tracking import git_commit, metric_history, tracking_uri  # noqa: E402
+from pipeline.tracking import check_tracking, git_commit, metric_history, redact, tracking_uri  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
 
@@ -193,6 +193,7 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
 
 
 def build_report(cfg: DictConfig) -> dict:
+    check_tracking(cfg)
     res = ablation_results(cfg)
     corpus = read_json(Path(cfg.paths.metrics) / "corpus.json")
     client = MlflowClient(tracking_uri(cfg))
@@ -232,7 +233,7 @@ def build_report(cfg: DictConfig) -> dict:
               if metric in ("accuracy", "f1") else f"Every fine-tuning mode of the baseline on {ft['task']}")
 
     doc.heading("Lineage")
-    lineage = [["git commit", git_commit()], ["grid", res["grid"]], ["MLflow tracking", tracking_uri(cfg)]]
+    lineage = [["git commit", git_commit()], ["grid", res["grid"]], ["MLflow tracking", redact(tracking_uri(cfg))]]
     for name, r in res["runs"].items():
         tags = _tags(client, r["pretrain"]["mlflow_run_id"])
         n_ft = sum(len(v) for v in r["finetune_runs"].values())

@@ -5,23 +5,53 @@ Default store: an embedded SQLite database in the project folder
 ``MLFLOW_TRACKING_URI`` environment variable points runs at a team server.
 Each run records the resolved config as params, the git commit and the hashes
 of its input data as tags.
+
+A server that does not answer is an error before any compute is spent (no
+silent fallback: runs would end up in two places); ``tracking.uri=null`` with
+``MLFLOW_TRACKING_URI`` unset uses the local store.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Mapping
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.errors import ConfigError
+
 LOCAL_STORE = "sqlite:///mlflow.db"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
     return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
+
+
+def redact(uri: str) -> str:
+    """``uri`` without the credentials it may carry (``https://user:token@host`` -> ``https://***@host``)."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1***@", uri)
+
+
+def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
+    """A tracking server that does not answer its health check is a ``ConfigError`` naming it."""
+    uri = tracking_uri(cfg)
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as r:
+            r.read()
+    except (urllib.error.URLError, OSError) as e:
+        source = "tracking.uri" if cfg.tracking.get("uri") else "MLFLOW_TRACKING_URI"
+        reason = getattr(e, "reason", e)
+        raise ConfigError(f"{source}={redact(uri)}: the MLflow server does not answer ({reason}); nothing was "
+                          "computed. Start the server, or unset it to record runs in the local store "
+                          f"({LOCAL_STORE})") from None
 
 
 # Never logged: a tracking URI can carry credentials (https://user:token@host).

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from pipeline.errors import DataError, MissingFileError
 from pipeline.io import atomic_dir
 from pipeline.model.bert import BertConfig, BertForPreTraining, BertForSequenceClassification
 
@@ -65,13 +66,13 @@ def config_to_hf(config: BertConfig) -> dict[str, Any]:
 def config_from_hf(d: dict[str, Any]) -> BertConfig:
     """``transformers.BertConfig`` fields (a parsed config.json) to our config."""
     if d.get("model_type", "bert") != "bert":
-        raise ValueError(f"model_type={d['model_type']!r} is not supported, only 'bert'")
+        raise DataError(f"model_type={d['model_type']!r} is not supported, only 'bert'")
     if d.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(
+        raise DataError(
             f"position_embedding_type={d['position_embedding_type']!r} is not supported, only 'absolute'"
         )
     if d.get("add_cross_attention"):
-        raise ValueError("add_cross_attention=true is not supported: BERT here is an encoder only")
+        raise DataError("add_cross_attention=true is not supported: BERT here is an encoder only")
     kwargs = {f.name: d[f.name] for f in fields(BertConfig) if f.name in d and f.name != "causal"}
     kwargs.setdefault("vocab_size", _HF_DEFAULT_VOCAB_SIZE)
     if kwargs.get("pad_token_id") is None:
@@ -128,7 +129,7 @@ def save_hf(
 
 def _write_tokenizer(src: Path, dst: Path, do_lower_case: bool, max_length: int) -> None:
     if not (src / "vocab.txt").is_file():
-        raise FileNotFoundError(f"no vocab.txt in tokenizer folder {src}")
+        raise MissingFileError(f"no vocab.txt in tokenizer folder {src}")
     shutil.copyfile(src / "vocab.txt", dst / "vocab.txt")
     if (src / "tokenizer.json").is_file():
         shutil.copyfile(src / "tokenizer.json", dst / "tokenizer.json")
@@ -152,11 +153,11 @@ def _write_tokenizer(src: Path, dst: Path, do_lower_case: bool, max_length: int)
 
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: not a Hugging Face model folder")
+        raise MissingFileError(f"{path} not found: not a Hugging Face model folder")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is unreadable: {e}") from e
+        raise DataError(f"{path} is unreadable: {e}") from e
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -168,11 +169,11 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
         try:
             files = [folder / shard for shard in sorted(set(_read_json(index)["weight_map"].values()))]
         except (KeyError, AttributeError, TypeError) as e:
-            raise ValueError(f"{index} has no valid weight_map") from e
+            raise DataError(f"{index} has no valid weight_map") from e
     elif legacy.is_file():
         files = [legacy]
     else:
-        raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {folder}")
+        raise MissingFileError(f"no model.safetensors or pytorch_model.bin in {folder}")
     state: dict[str, torch.Tensor] = {}
     for file in files:
         try:
@@ -181,7 +182,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
             else:
                 state.update(load_file(str(file), device="cpu"))
         except Exception as e:  # safetensors and torch.load raise several unrelated types for a bad file
-            raise ValueError(f"{file} is unreadable: {type(e).__name__}: {e}") from e
+            raise DataError(f"{file} is unreadable: {type(e).__name__}: {e}") from e
     return state
 
 
@@ -215,12 +216,12 @@ def load_hf(path: str | os.PathLike, model_cls: type[nn.Module] = BertForPreTrai
     """
     folder = Path(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"model folder {folder} does not exist")
+        raise MissingFileError(f"model folder {folder} does not exist")
     hf_config = _read_json(folder / "config.json")
     try:
         config = config_from_hf(hf_config)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"{folder / 'config.json'}: {e}") from e
+        raise DataError(f"{folder / 'config.json'}: {e}") from e
     if issubclass(model_cls, BertForSequenceClassification) and "num_labels" not in kwargs and "id2label" in hf_config:
         kwargs["num_labels"] = len(hf_config["id2label"])
     model = model_cls(config, **kwargs)
@@ -230,13 +231,13 @@ def load_hf(path: str | os.PathLike, model_cls: type[nn.Module] = BertForPreTrai
     try:
         result = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches
-        raise ValueError(f"weights in {folder} do not fit {model_cls.__name__} built from its config.json: {e}") from e
+        raise DataError(f"weights in {folder} do not fit {model_cls.__name__} built from its config.json: {e}") from e
     missing = [k for k in result.missing_keys if k not in TIED_KEYS]
     backbone = ("bert.embeddings.", "bert.encoder.") if "bert.embeddings.word_embeddings.weight" in expected \
         else ("embeddings.", "encoder.")
     missing_backbone = [k for k in missing if k.startswith(backbone)]
     if missing_backbone:
-        raise ValueError(
+        raise DataError(
             f"{folder} lacks {len(missing_backbone)} encoder weight(s), e.g. {missing_backbone[:3]}: "
             "not a complete BERT checkpoint for this config"
         )

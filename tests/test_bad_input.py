@@ -1,0 +1,113 @@
+"""Bad and odd input: each gets a clear message or a documented handling (README, "Bad input")."""
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import run_stage
+from pipeline.corpus import bible_documents, prepare_corpus, text_documents
+from pipeline.pairs import make_examples
+from pipeline.shards import PairsDataset
+from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece
+
+ODD = [
+    "tab\there, non\u00a0breaking, thin\u2009space, ideographic\u3000space",
+    "zero\u200bwidth joiner\u200d and bidi \u202emarks\u202c",
+    "bell\x07, escape\x1b[0m, delete\x7f, C1 \x85\x9f controls",
+    "中文字符没有空格也要拆开，日本語のかな、한국어 문장",
+    "Ελληνικά, русский текст, עברית, العربية, हिन्दी",
+    "ﬁ ligature, ＦＵＬＬ width, ½ fraction, Å angstrom, e\u0301 combining",
+    "emoji 🤗🧪 and symbols ∑∫√ and a mathematical 𝔅𝔈ℜ𝔗",
+]
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok") / "tokenizer"
+    docs = list(itertools.islice(bible_documents(), 0, 1189, 5))
+    train_wordpiece([s for d in docs for s in d.sentences] + ODD, out, vocab_size=1500, progress=False)
+    return out
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_odd_characters_tokenize_as_the_original_bert_tokenizer(tok_dir, tmp_path, lowercase):
+    """Control characters, odd whitespace, CJK (split per character), other scripts: the original's ids."""
+    import json
+
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "vocab.txt").write_bytes((tok_dir / "vocab.txt").read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}), encoding="utf-8")
+    ours = load_tokenizer(folder)
+    slow = BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), do_lower_case=lowercase)
+    for line in ODD:
+        assert ours.encode(line, add_special_tokens=False).ids == slow.convert_tokens_to_ids(slow.tokenize(line)), line
+    cjk = ours.encode("中文字符", add_special_tokens=False).tokens
+    assert len(cjk) == 4  # one piece per character, as the original splits CJK
+
+
+def test_a_ten_megabyte_line_is_one_long_sentence_cut_to_the_sequence_length(tok_dir, tmp_path):
+    rng = random.Random(0)
+    words = [w for d in itertools.islice(bible_documents(), 50) for s in d.sentences for w in s.split()]
+    huge = " ".join(rng.choice(words) for _ in range(1_900_000))[:10_000_000]  # 10 MB, no line break
+    normal = [s for d in itertools.islice(bible_documents(), 100, 140) for s in d.sentences]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(normal[:300]) + "\n\n" + huge + "\n" + normal[300] + "\n\n" + "\n".join(normal[301:600])
+                   + "\n", encoding="utf-8")
+    stats = prepare_corpus(text_documents([str(src)]), tmp_path / "corpus", valid_fraction=0.01, seed=0,
+                           progress=False)
+    assert stats["train"]["words"] + stats["valid"]["words"] > 1_800_000
+    tok = load_tokenizer(tok_dir)
+    ids = special_ids(tok)
+    for split in ("train", "valid"):
+        make_examples(tok, tmp_path / "corpus" / f"{split}.txt", tmp_path / "pairs" / split, cls_id=ids["cls"],
+                      sep_id=ids["sep"], format="nsp_pairs", max_seq_length=128, short_seq_prob=0.1, dupe_factor=1,
+                      seed=0, shard_tokens=250_000, num_workers=1, progress=False)
+    lengths = [len(ds[i]["input_ids"]) for split in ("train", "valid")
+               for ds in [PairsDataset(tmp_path / "pairs" / split)] for i in range(len(ds))]
+    assert max(lengths) <= 128 and len(lengths) > 100
+    # The long sentence feeds examples like any other: cut to fit (the original script truncates it too).
+    assert np.mean(np.array(lengths) == 128) > 0.3
+
+
+def _stage_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    return r.stderr.strip().splitlines()[-1]
+
+
+def test_a_config_key_that_does_not_exist_is_named(tmp_path):
+    r = run_stage("pretrain", "trainer.max_step=5", f"paths.metrics={tmp_path}")
+    err = r.stderr
+    assert r.returncode == 1 and "trainer.max_step" in err and "Traceback" not in err, err[-2000:]
+    assert "Key 'max_step' is not in struct" in err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.max_steps=many", "trainer.max_steps='many' is not allowed: expected a positive integer"),
+    ("finetune.seeds=3", "finetune.seeds=3 is not allowed: expected a non-empty list of integers"),
+    ("masking.whole_word=sometimes", "masking.whole_word='sometimes' is not allowed: expected true or false"),
+])
+def test_a_value_of_the_wrong_type_is_named(tmp_path, override, message):
+    r = run_stage("pretrain", override, f"paths.metrics={tmp_path}")
+    assert r.returncode == 2
+    assert _stage_error(r) == f"error: pretrain: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vocabulary_too_small_for_the_special_tokens_is_refused(tmp_path):
+    r = run_stage("train_wordpiece", "tokenizer.vocab_size=5", f"paths.tokenizer={tmp_path / 'tok'}")
+    assert _stage_error(r).startswith("error: train_wordpiece: tokenizer.vocab_size=5 is not allowed: expected an "
+                                      "integer large enough for the 5 special tokens")
+
+
+def test_a_sequence_longer_than_the_position_table_is_refused(tmp_path):
+    r = run_stage("make_pairs", "pairs.max_seq_length=512", f"paths.pairs={tmp_path / 'p'}")
+    assert _stage_error(r) == ("error: make_pairs: pairs.max_seq_length=512 is not allowed: expected at most "
+                               "model.max_position_embeddings=128 (the position table)")
+
