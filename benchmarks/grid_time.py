@@ -5,13 +5,17 @@
 
 For the baseline and every pretraining variant of the grid, the script builds
 the pretrain stage's own Lightning module from the variant's settings and times
-``--steps`` optimiser steps (after warm-up) on real batches of the baseline's
-examples (``data/pairs``; random ids of the same shape when it is absent). It
-projects each variant's pretraining as ``trainer.max_steps`` x the median step
-time, and its fine-tuning as the baseline's measured fine-tuning time
-(``metrics/finetune.json``, the grid's modes) scaled by the variant's step-time
-ratio to the baseline. The last line is one JSON object: per variant the
-step time and the projected seconds, and the totals.
+``--steps=N`` optimiser steps (default 10, after warm-up) in a Lightning Trainer
+on real batches of the baseline's examples (run ``dvc repro`` first: it needs
+``data/pairs``). Projections:
+- pretraining: ``trainer.max_steps`` x the median step time x the overhead
+  (validation, logging, checkpoints) measured on the baseline's real run
+  (``metrics/pretrain.json``);
+- fine-tuning: the baseline's measured fine-tuning time in the grid's modes
+  (``metrics/finetune.json``) x the variant's encoder cost per token relative
+  to the baseline's (masking and objective variants fine-tune at the same cost).
+The last line is one JSON object: per variant the step time and the projected
+seconds, and the total.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import lightning.pytorch as L
 import torch
 from omegaconf import OmegaConf
 
@@ -28,46 +33,44 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.config import compose  # noqa: E402
+from pipeline.data import PairsDataModule  # noqa: E402
 from pipeline.grid import apply_variant  # noqa: E402
 from pipeline.masking import MaskingConfig  # noqa: E402
 from pipeline.pretrain import BertPretraining, model_config  # noqa: E402
 
 
-def batches(cfg, n: int, vocab: int) -> list[dict]:
-    B, T = cfg.trainer.batch_size, cfg.pairs.max_seq_length
-    pairs = ROOT / cfg.paths.pairs / "train"
-    if pairs.exists():
-        from pipeline.data import pad_collate
-        from pipeline.shards import PairsDataset
+class _StepTimer(L.Callback):
+    def __init__(self):
+        self.times: list[float] = []
 
-        ds = PairsDataset(pairs)
-        return [pad_collate([ds[(i * B + j) % len(ds)] for j in range(B)]) for i in range(n)]
-    g = torch.Generator().manual_seed(0)
-    ids = [torch.randint(5, vocab, (B, T), generator=g) for _ in range(n)]
-    for x in ids:
-        x[:, 0], x[:, T // 2], x[:, -1] = 2, 3, 3
-    return [{"input_ids": x, "token_type_ids": (torch.arange(T) > T // 2).long().expand(B, T),
-             "attention_mask": torch.ones_like(x), "next_sentence_label": torch.randint(0, 2, (B,), generator=g),
-             "index": torch.arange(B)} for x in ids]
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self._t = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.times.append(time.perf_counter() - self._t)
 
 
 def step_seconds(cfg, vocab: int, steps: int, warmup: int = 3) -> float:
+    """Median seconds of one optimiser step of the pretrain stage's module, in a Lightning Trainer."""
     torch.manual_seed(0)
     module = BertPretraining(model_config(cfg, vocab), MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=0,
                              mask_id=4, cls_id=2, sep_id=3, fused_optimizer=cfg.runtime.fused_optimizer)
-    module.log = lambda *a, **k: None  # no Lightning trainer here: metrics are not logged
-    optimizer = module.configure_optimizers()["optimizer"]
-    times = []
-    for i, batch in enumerate(batches(cfg, warmup + steps, vocab)):
-        t = time.perf_counter()
-        loss = module.step(batch, i, "train")
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if i >= warmup:
-            times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    pairs = ROOT / cfg.paths.pairs
+    if not (pairs / "train" / "meta.json").exists():  # a variant's own examples not made yet: same shapes
+        pairs = ROOT / "data" / "pairs"
+    data = PairsDataModule(pairs, batch_size=cfg.trainer.batch_size, seed=0)
+    timer = _StepTimer()
+    L.Trainer(max_steps=warmup + steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0, callbacks=[timer],
+              accelerator=cfg.trainer.accelerator, devices=1).fit(module, datamodule=data)
+    return statistics.median(timer.times[warmup:])
+
+
+def encoder_cost(cfg) -> int:
+    """Matmul multiply-adds per token of the encoder layers (what fine-tuning pays for)."""
+    h, i = cfg.model.hidden_size, cfg.model.intermediate_size
+    return cfg.model.num_hidden_layers * (4 * h * h + 2 * h * i)
 
 
 def main() -> None:
@@ -86,11 +89,17 @@ def main() -> None:
         ft_base = sum(ft["modes"][m]["seconds"] for m in base.grid.finetune.modes if m in ft["modes"])
     rows = {}
     base_step = step_seconds(base, vocab, steps)
+    overhead = 1.0
+    pre_file = ROOT / base.paths.metrics / "pretrain.json"
+    if pre_file.exists():
+        pre = json.loads(pre_file.read_text())
+        if pre.get("steps") == base.trainer.max_steps:
+            overhead = pre["train_seconds"] / (base.trainer.max_steps * base_step)
     for name in ["baseline", *base.grid.pretrain]:
         cfg = base if name == "baseline" else apply_variant(OmegaConf.merge(base, {"variant": name}), "pretrain")
         s = base_step if name == "baseline" else step_seconds(cfg, vocab, steps)
-        pre = s * cfg.trainer.max_steps
-        fine = None if ft_base is None or name == "baseline" else ft_base * s / base_step
+        pre = s * cfg.trainer.max_steps * overhead
+        fine = None if ft_base is None or name == "baseline" else ft_base * encoder_cost(cfg) / encoder_cost(base)
         rows[name] = {"step_s": round(s, 4), "pretrain_s": round(pre), "finetune_s": None if fine is None else round(fine)}
         print(f"{name:24s} {s * 1000:8.1f} ms/step  pretraining {pre / 60:7.1f} min"
               + ("" if fine is None else f"  fine-tuning {fine / 60:6.1f} min"), flush=True)
@@ -99,7 +108,8 @@ def main() -> None:
     print(f"grid {base.grid.name}: {len(variants)} variants, {total / 3600:.2f} h beyond the baseline "
           f"({vocab} vocabulary, {base.trainer.max_steps} steps of {base.trainer.batch_size} x "
           f"{base.pairs.max_seq_length})")
-    print(json.dumps({"grid": base.grid.name, "max_steps": base.trainer.max_steps, "variants": rows,
+    print(json.dumps({"grid": base.grid.name, "max_steps": base.trainer.max_steps, "overhead": round(overhead, 3),
+                      "variants": rows,
                       "variants_total_s": round(total), "finetune_measured": ft_base is not None}))
 
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,56 @@ def test_dvc_pipeline_end_to_end(project):
     assert len(fine) == 8 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
+
+
+def test_a_fresh_clone_pulls_every_output_from_a_dvc_remote_without_recomputing(project, tmp_path):
+    dst, env = project
+    if not (dst / "dvc.lock").exists():
+        pytest.skip("needs the pipeline run above")
+    remote = tmp_path / "remote"
+    _run([sys.executable, "-m", "dvc", "remote", "add", "-d", "local", str(remote)], dst, env)
+    _run([sys.executable, "-m", "dvc", "push"], dst, env)
+    _run(["git", "add", "-A"], dst, env)
+    _run(["git", "commit", "-qm", "pipeline results"], dst, env)
+    clone = tmp_path / "clone"
+    _run(["git", "clone", "-q", str(dst), str(clone)], tmp_path, env)
+    _run([sys.executable, "-m", "dvc", "pull"], clone, env)
+    status = _run([sys.executable, "-m", "dvc", "status"], clone, env)
+    assert "up to date" in status, status
+    assert _ran(_run([sys.executable, "-m", "dvc", "repro"], clone, env)) == []
+    show = [json.loads(_run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], d, env)) for d in (dst, clone)]
+    assert show[0][""]["data"] == show[1][""]["data"]  # the same metrics, read from the pulled files
+    for f in ("models/pretrain/hf/model.safetensors", "data/pairs/train/meta.json", "reports/index.html"):
+        assert (clone / f).read_bytes() == (dst / f).read_bytes(), f
+
+
+def test_dvc_queue_runs_an_ad_hoc_sweep_point(project):
+    """`dvc exp run --queue -S ...` then `dvc queue start`: the queued point runs as a DVC experiment."""
+    dst, env = project
+    if not (dst / "dvc.lock").exists():
+        pytest.skip("needs the pipeline run above")
+    _run([sys.executable, "-m", "dvc", "exp", "run", "--queue", "-S", "experiment=tiny",
+          "-S", "masking.mlm_probability=0.25", "-S", "masking.max_predictions_per_seq=null"], dst, env)
+    _run([sys.executable, "-m", "dvc", "queue", "start"], dst, env)
+    deadline = time.time() + 900
+    while True:
+        status = _run([sys.executable, "-m", "dvc", "queue", "status"], dst, env)
+        if "Success" in status or "Failed" in status or time.time() > deadline:
+            break
+        time.sleep(5)
+    assert "Success" in status, status
+    exps = json.loads(_run([sys.executable, "-m", "dvc", "exp", "show", "--json"], dst, env))
+    probs = []
+    for rev in exps:
+        for exp in rev.get("experiments") or []:
+            for run in exp["revs"]:
+                params = run["data"]["params"]["params.yaml"]["data"]
+                metrics = run["data"]["metrics"]
+                probs.append(params["masking"]["mlm_probability"])
+                if params["masking"]["mlm_probability"] == 0.25:
+                    assert metrics["metrics/pretrain.json"]["data"]["steps"] == 30
+                    assert "table" in metrics["reports/ablations.json"]["data"]
+    assert 0.25 in probs, exps
 
 
 def test_hydra_multirun_records_each_job(project):
