@@ -56,13 +56,14 @@ def test_a_ten_megabyte_line_is_one_long_sentence_cut_to_the_sequence_length(tok
     rng = random.Random(0)
     words = [w for d in itertools.islice(bible_documents(), 50) for s in d.sentences for w in s.split()]
     huge = " ".join(rng.choice(words) for _ in range(1_900_000))[:10_000_000]  # 10 MB, no line break
-    normal = [s for d in itertools.islice(bible_documents(), 100, 140) for s in d.sentences]
+    docs = ["\n".join(d.sentences) for d in itertools.islice(bible_documents(), 100, 130)]
     src = tmp_path / "in.txt"
-    src.write_text("\n".join(normal[:300]) + "\n\n" + huge + "\n" + normal[300] + "\n\n" + "\n".join(normal[301:600])
-                   + "\n", encoding="utf-8")
-    stats = prepare_corpus(text_documents([str(src)]), tmp_path / "corpus", valid_fraction=0.01, seed=0,
+    src.write_text("\n\n".join(docs[:15] + [huge + "\nA normal sentence after it."] + docs[15:]) + "\n",
+                   encoding="utf-8")
+    stats = prepare_corpus(text_documents([str(src)]), tmp_path / "corpus", valid_fraction=0.3, seed=0,
                            progress=False)
     assert stats["train"]["words"] + stats["valid"]["words"] > 1_800_000
+    assert stats["train"]["documents"] >= 2 and stats["valid"]["documents"] >= 2
     tok = load_tokenizer(tok_dir)
     ids = special_ids(tok)
     for split in ("train", "valid"):

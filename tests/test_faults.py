@@ -33,7 +33,8 @@ def _paths(root: Path) -> list[str]:
 
 
 def _args(stage: str, root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", f"stages.{stage}", "experiment=tiny", "runtime.progress=false",
+    # No ablation variants here: the report covers the baseline's own families.
+    return [sys.executable, "-m", f"stages.{stage}", "experiment=tiny", "runtime.progress=false", "grid=baseline",
             "trainer.max_steps=40", "trainer.checkpoint_every_n_steps=5", "trainer.val_check_interval=20",
             *_paths(root), *extra]
 
@@ -201,9 +202,10 @@ def test_no_environment_variable_or_credential_reaches_mlflow(reference):
 
 
 def test_servers_in_the_docs_listen_on_localhost():
-    docs = [ROOT / "README.md", *ROOT.glob("docs/**/*.md"), *ROOT.glob("scripts/**/*")]
-    commands = [line for f in docs if f.is_file() for line in f.read_text(encoding="utf-8").splitlines()
-                if re.search(r"\bmlflow (ui|server)\b", line) and not line.lstrip().startswith(("#", "|", "-"))]
+    """Every command in the docs' code blocks that starts an MLflow server or UI binds 127.0.0.1."""
+    docs = [ROOT / "README.md", *ROOT.glob("docs/**/*.md")]
+    blocks = [b for f in docs for b in re.findall(r"```(?:bash|sh)?\n(.*?)```", f.read_text(encoding="utf-8"), re.S)]
+    commands = [line for b in blocks for line in b.splitlines() if re.search(r"\bmlflow (ui|server)\b", line)]
     assert commands, "the README shows how to open the MLflow UI"
     for line in commands:
         assert "--host 127.0.0.1" in line, line

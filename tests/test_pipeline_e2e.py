@@ -19,6 +19,8 @@ import yaml
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
+
 STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs", "pretrain", "finetune", "report"]
 VARIANTS = ["nsp_off_full_sentences", "ltr"]  # grid=ci, which experiment=tiny selects
 VARIANT_STAGES = ["make_pairs_variant@nsp_off_full_sentences",
