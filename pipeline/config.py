@@ -147,6 +147,7 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.num_workers", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional: all cores)")
         _check(cfg, "runtime.loader_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
+        _check(cfg, "runtime.parts", lambda v: v is None or (_int(v) and v >= 1), "a positive integer (machines)")
         _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")

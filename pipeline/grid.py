@@ -68,7 +68,8 @@ def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
         if not data:
             raise ConfigError(f"variant={name}: it changes no pairs.* setting, so it trains on the baseline's "
                               f"examples ({cfg.paths.pairs}); it has no make_pairs stage of its own")
-        paths = {"pairs": own_pairs, "metrics": f"{folders.metrics}/{name}"}  # (all its settings: they are checked together)
+        # All its settings apply (they are validated together); only the examples are written.
+        paths = {"pairs": own_pairs, "metrics": f"{folders.metrics}/{name}"}
     elif stage == "pretrain":
         expected = own_pairs if data else cfg.paths.pairs
         if spec.pairs != expected:
@@ -83,8 +84,7 @@ def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
     else:
         raise ConfigError(f"variant={name}: the {stage} stage has no variants (only make_pairs, pretrain and "
                           "finetune do); run it without variant=")
-    merged = OmegaConf.merge(cfg, parse_overrides(name, overrides, cfg), {"paths": paths})
-    return merged
+    return OmegaConf.merge(cfg, parse_overrides(name, overrides, cfg), {"paths": paths})
 
 
 def sweep_outputs(cfg: DictConfig, stage: str) -> DictConfig:

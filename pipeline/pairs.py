@@ -61,6 +61,7 @@ import multiprocessing
 import os
 import random
 import resource
+import shutil
 import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -70,8 +71,12 @@ from tqdm.auto import tqdm
 
 from pipeline.errors import DataError
 from pipeline.encoded import EncodedCorpus, encode_corpus
-from pipeline.io import atomic_dir
+from pipeline.io import atomic_dir, write_json
 from pipeline.shards import FORMAT_VERSION, FORMATS, shard_stem
+
+SHARD_PARTS = ("tokens", "index", "nsp")  # the files of one shard (pipeline.shards reads them)
+PART_FILE = "part.json"  # what a machine's share of the shards records for the merge
+
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -368,10 +373,12 @@ def _new_pool(n: int):
 
 
 def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, sep_id: int, num_workers: int,
-                         progress: bool, run_info: dict | None, name: str, settings: dict, pool=None) -> dict:
+                         progress: bool, run_info: dict | None, name: str, settings: dict, pool=None,
+                         part: tuple[int, int] | None = None) -> dict:
+    """Write the shards (all, or with ``part=(i, n)`` those with index ``k % n == i``) and their metadata."""
     shards = plan_shards(corpus, settings["shard_tokens"])
     jobs = [dict(settings, corpus=str(corpus.folder), out=str(folder), shard=k, docs=list(d), cls_id=cls_id,
-                 sep_id=sep_id) for k, d in enumerate(shards)]
+                 sep_id=sep_id) for k, d in enumerate(shards) if part is None or k % part[1] == part[0]]
     results: list[dict] = []
     started = time.perf_counter()
     workers = min(num_workers, len(jobs))
@@ -382,6 +389,20 @@ def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, se
             n = sum(x["n_examples"] for x in results)
             bar.update(1)
             bar.set_postfix(examples=n, ex_per_s=f"{n / (time.perf_counter() - started):.0f}", refresh=False)
+    if run_info is not None:
+        run_info.update(seconds=time.perf_counter() - started, workers=workers,
+                        worker_peak_rss_mb={r["pid"]: r["peak_rss_mb"] for r in results})
+    if part is not None:  # a share of the work: the merge writes meta.json once every part is done
+        write_json(folder / PART_FILE, {"part": list(part), "n_shards": len(shards), "settings": settings,
+                                        "cls_id": cls_id, "sep_id": sep_id,
+                                        "results": [{k: v for k, v in r.items() if k not in ("pid", "peak_rss_mb")}
+                                                    for r in results]})
+        return {"part": list(part), "n_shards": len(jobs)}
+    return _write_meta(folder, corpus, shards, results, settings, cls_id, sep_id)
+
+
+def _write_meta(folder: Path, corpus: EncodedCorpus, shards: list, results: list[dict], settings: dict,
+                cls_id: int, sep_id: int) -> dict:
     n = sum(r["n_examples"] for r in results)
     n_tok = sum(r["n_tokens"] for r in results)
     fmt = settings["format"]
@@ -415,17 +436,53 @@ def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, se
         "stats": stats,
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if run_info is not None:
-        run_info.update(seconds=time.perf_counter() - started, workers=workers,
-                        worker_peak_rss_mb={r["pid"]: r["peak_rss_mb"] for r in results})
+    return stats
+
+
+def merge_parts(part_dirs: list[Path], out_dir: str | Path) -> dict:
+    """Join the folders that ``make_examples(part=(i, n))`` wrote on ``n`` machines into one ``out_dir``.
+
+    The result is the same bytes as one ``make_examples`` run; each part folder
+    is checked (present, same settings, complete), and removed once merged.
+    """
+    infos = []
+    for i, d in enumerate(part_dirs):
+        f = Path(d) / PART_FILE
+        if not f.is_file():
+            raise DataError(f"{f}: not found: part {i} of {len(part_dirs)} has not finished "
+                            f"(run make_pairs with runtime.part={i} runtime.parts={len(part_dirs)} first)")
+        infos.append(json.loads(f.read_text(encoding="utf-8")))
+    first = infos[0]
+    for i, info in enumerate(infos):
+        if info["part"] != [i, len(part_dirs)] or info["settings"] != first["settings"] or \
+                info["n_shards"] != first["n_shards"]:
+            raise DataError(f"{Path(part_dirs[i]) / PART_FILE}: part {info['part']} with settings "
+                            f"{info['settings']} does not belong with part 0's ({first['settings']})")
+    results = sorted((r for info in infos for r in info["results"]), key=lambda r: r["shard"])
+    if [r["shard"] for r in results] != list(range(first["n_shards"])):
+        raise DataError(f"{part_dirs[0]}: the parts hold shards {[r['shard'] for r in results]}, "
+                        f"expected 0..{first['n_shards'] - 1}")
+    with atomic_dir(out_dir) as tmp:
+        os.rename(Path(part_dirs[0]) / "corpus", tmp / "corpus")
+        for r in results:
+            src = shard_stem(Path(part_dirs[r["shard"] % len(part_dirs)]), r["shard"])
+            for suffix in SHARD_PARTS:
+                os.rename(f"{src}.{suffix}.npy", f"{shard_stem(tmp, r['shard'])}.{suffix}.npy")
+        corpus = EncodedCorpus(tmp / "corpus")
+        shards = [tuple(d) for d in plan_shards(corpus, first["settings"]["shard_tokens"])]
+        stats = _write_meta(tmp, corpus, shards, results, first["settings"], first["cls_id"], first["sep_id"])
+    for d in part_dirs:
+        shutil.rmtree(d, ignore_errors=True)
     return stats
 
 
 def make_examples(tok, text_path: str | Path, out_dir: str | Path, *, cls_id: int, sep_id: int,
-                  num_workers: int = 1, progress: bool = True, run_info: dict | None = None, **settings) -> dict:
+                  num_workers: int = 1, progress: bool = True, run_info: dict | None = None,
+                  part: tuple[int, int] | None = None, **settings) -> dict:
     """Tokenize a corpus file and write its examples into ``out_dir`` (the encoded corpus in ``out_dir/corpus``).
 
     ``settings`` are those of ``write_examples``. ``out_dir`` appears complete or not at all.
+    ``part=(i, n)``: this machine's share of the shards, for ``merge_parts`` to join.
     """
     settings = {"format": "nsp_pairs", "max_seq_length": 128, "short_seq_prob": 0.1, "dupe_factor": 1,
                 "seed": 12345, "shard_tokens": 250_000, **settings}
@@ -439,4 +496,4 @@ def make_examples(tok, text_path: str | Path, out_dir: str | Path, *, cls_id: in
         _check_corpus(corpus, str(text_path), settings["format"], cls_id, sep_id)
         return _write_examples_into(tmp, corpus, cls_id=cls_id, sep_id=sep_id, num_workers=num_workers,
                                     progress=progress, run_info=run_info, name=Path(out_dir).name,
-                                    settings=settings, pool=pool)
+                                    settings=settings, pool=pool, part=part)

@@ -8,6 +8,7 @@ seed per stored example, so an example always gets the same mask.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -15,6 +16,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -23,6 +25,7 @@ import lightning.pytorch as L
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
@@ -162,10 +165,18 @@ class BertPretraining(L.LightningModule):
         # Dropout draws from torch's global generator: save it so a resumed run draws what the
         # uninterrupted run would have (masks and data order have their own seeded generators).
         checkpoint["torch_rng_state"] = torch.get_rng_state()
+        checkpoint["world_size"] = self.trainer.world_size
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
+        saved = checkpoint.get("world_size", 1)
+        if self._trainer is not None and saved != self.trainer.world_size:
+            # The loader's position counts batches of another split of the data: start the data afresh
+            # (weights, optimiser, schedule and step count carry over).
+            checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {}).pop("combined_loader", None)
+            log.warning("checkpoint written by %d processes, resuming on %d: the data order starts afresh",
+                        saved, self.trainer.world_size)
 
     def configure_optimizers(self):
         return build_optimizer(self.model, self.optim, self.max_steps, fused=self.fused)
@@ -184,10 +195,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             tmp.unlink(missing_ok=True)
 
 
+# Where a run runs, not what it computes: a checkpoint written on 2 devices resumes on 1 and back.
+PLACEMENT = ("max_time", "accelerator", "devices", "strategy", "num_nodes")
+
+
 def run_key(cfg: DictConfig) -> str:
-    """What makes a pretraining run itself: its settings and its input data (not speed settings)."""
+    """What makes a pretraining run itself: its settings and its input data (not speed or placement)."""
     parts = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("objective", "model", "optim", "masking")}
-    parts["trainer"] = {k: v for k, v in OmegaConf.to_container(cfg.trainer).items() if k != "max_time"}
+    parts["trainer"] = {k: v for k, v in OmegaConf.to_container(cfg.trainer).items() if k not in PLACEMENT}
     parts["seed"] = cfg.seed
     for split in ("train", "valid"):
         meta = Path(cfg.paths.pairs) / split / "meta.json"
@@ -210,6 +225,25 @@ def checkpoint_step(path: Path) -> int:
                             "delete it to start this run over") from None
 
 
+def world_size(cfg: DictConfig) -> int:
+    """Processes that train together: ``trainer.devices`` (a count, a list, or "auto") x ``trainer.num_nodes``."""
+    d = cfg.trainer.devices
+    if isinstance(d, str) and d == "auto":
+        d = torch.cuda.device_count() if cfg.trainer.accelerator in ("gpu", "cuda", "auto") and \
+            torch.cuda.is_available() else 1
+    per_node = len(d) if OmegaConf.is_list(d) or isinstance(d, (list, tuple)) else int(d)
+    return max(1, per_node) * int(cfg.trainer.num_nodes)
+
+
+def device_batch_size(cfg: DictConfig) -> int:
+    """Sequences per device per forward pass: the global ``trainer.batch_size`` split over devices and accumulation."""
+    parts = world_size(cfg) * cfg.trainer.accumulate_grad_batches
+    if cfg.trainer.batch_size % parts:
+        raise ConfigError(f"trainer.batch_size={cfg.trainer.batch_size} is not allowed: expected a multiple of "
+                          f"devices x nodes x accumulate_grad_batches = {parts}")
+    return cfg.trainer.batch_size // parts
+
+
 def pretrain(cfg: DictConfig) -> dict:
     """Train BERT on ``paths.pairs``; write checkpoint + Hugging Face export to ``paths.pretrain``.
 
@@ -223,8 +257,9 @@ def pretrain(cfg: DictConfig) -> dict:
     tok = load_tokenizer(cfg.paths.tokenizer)
     ids = special_ids(tok)
     config = model_config(cfg, tok.get_vocab_size())
-    data = PairsDataModule(cfg.paths.pairs, batch_size=cfg.trainer.batch_size // cfg.trainer.accumulate_grad_batches,
-                           seed=cfg.seed, num_workers=cfg.runtime.loader_workers)
+    # Each process reads only its share of the memory-mapped examples (Lightning's distributed sampler).
+    data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=cfg.seed,
+                           num_workers=cfg.runtime.loader_workers)
     module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
                              seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"],
@@ -237,6 +272,8 @@ def pretrain(cfg: DictConfig) -> dict:
     if cfg.runtime.compile:
         module.model = torch.compile(module.model)
 
+    # Under DDP/FSDP every process runs this function; only the first writes files and talks to MLflow.
+    zero = rank_zero_only.rank == 0
     work = Path(cfg.paths.checkpoints) / run_key(cfg)
     work.mkdir(parents=True, exist_ok=True)
     resume = work / "last.ckpt" if (work / "last.ckpt").exists() else None
@@ -249,10 +286,11 @@ def pretrain(cfg: DictConfig) -> dict:
     logger = mlflow_logger(cfg, run_name=run_name,
                            tags=run_tags({"pairs": cfg.paths.pairs, "tokenizer": cfg.paths.tokenizer},
                                          {"stage": "pretrain"}), run_id=run_id)
-    run_file.write_text(logger.run_id + "\n")
+    if zero:
+        run_file.write_text(logger.run_id + "\n")
     tokens_per_batch = lambda b: int(b["attention_mask"].sum())  # noqa: E731 (real tokens, padding excluded)
     out_dir = Path(cfg.paths.pretrain)
-    with atomic_dir(out_dir) as tmp:
+    with (atomic_dir(out_dir) if zero else _scratch_dir()) as tmp:
         trainer = L.Trainer(
             max_steps=cfg.trainer.max_steps, max_time=cfg.trainer.get("max_time"),
             accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices,
@@ -277,6 +315,8 @@ def pretrain(cfg: DictConfig) -> dict:
         train_seconds = time.perf_counter() - start
         final = trainer.validate(module, datamodule=data, verbose=False)[0]
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
+        if not trainer.is_global_zero:
+            return {k: round(float(v), 6) for k, v in final.items()}
         save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
         run_id = logger.run_id
         write_json(tmp / "run.json", {"mlflow_run_id": run_id})
@@ -293,6 +333,13 @@ def pretrain(cfg: DictConfig) -> dict:
     logger.experiment.set_tag(run_id, "stopped_by", stopped_by)
     shutil.rmtree(work, ignore_errors=True)  # finished: the output holds the final checkpoint
     return metrics
+
+
+@contextlib.contextmanager
+def _scratch_dir():
+    """Where a non-first process points Lightning's root folder: nothing it writes there is kept."""
+    with tempfile.TemporaryDirectory(prefix="bert-lab-rank-") as d:
+        yield Path(d)
 
 
 def write_curves(logger, run_id: str, plots_dir: Path) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -125,6 +126,55 @@ def test_dvc_pipeline_end_to_end(project):
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
 
 
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """`mlflow server` on 127.0.0.1 with a SQL backend and an artifact store, as a team would run it."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+           "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+           "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
+            time.sleep(0.5)
+    yield uri, tmp_path / "artifacts"
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):
+    """The pipeline against a tracking server: every run there, the model export in its artifact store."""
+    dst, env = project
+    if not (dst / "dvc.lock").exists():
+        pytest.skip("needs the pipeline run above")
+    uri, artifacts = mlflow_server
+    out = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny", "-S", "trainer.max_steps=20"],
+               dst, {**env, "MLFLOW_TRACKING_URI": uri})
+    assert "pretrain" in _ran(out)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("bert-lab").experiment_id])
+    stages = [r.data.tags.get("stage") for r in runs]
+    assert stages.count("pretrain") == 1 + len(VARIANTS) and stages.count("finetune") >= 8
+    pre = next(r for r in runs if r.data.tags.get("stage") == "pretrain" and r.data.tags["variant"] == "baseline")
+    assert pre.data.params["trainer.max_steps"] == "20"
+    assert list(artifacts.rglob("model.safetensors"))  # the export went to the server's artifact store
+    report = (dst / "reports" / "ablations.json").read_text()
+    assert pre.info.run_id in report
+
+
 def test_a_fresh_clone_pulls_every_output_from_a_dvc_remote_without_recomputing(project, tmp_path):
     dst, env = project
     if not (dst / "dvc.lock").exists():
@@ -182,8 +232,8 @@ def test_hydra_multirun_records_each_job(project):
         pytest.skip("needs the pipeline run above")
     before = (dst / "metrics" / "pretrain.json").read_bytes()
     _run([sys.executable, "-m", "stages.pretrain", "-m", "experiment=tiny", "trainer.max_steps=3",
-          "runtime.progress=false", "runtime.num_threads=1", "optim.lr=0.001,0.002", "hydra/launcher=joblib",
-          "hydra.launcher.n_jobs=2", "hydra.sweep.dir=logs/multirun/test"], dst, env)
+          "runtime.progress=false", "runtime.num_threads=1", "optim.lr=0.001,0.002", "hydra/launcher=local",
+          "hydra.sweep.dir=logs/multirun/test"], dst, env)
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{dst / 'mlflow.db'}")
