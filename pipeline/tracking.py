@@ -126,13 +126,25 @@ def run_tags(inputs: Mapping[str, str | Path], extra: Mapping[str, str] | None =
 
 
 def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_id: str | None = None):
-    """Lightning's MLflow logger with the resolved config logged as params; ``run_id`` continues a run."""
+    """Lightning's MLflow logger with the resolved config logged as params; ``run_id`` continues a run.
+
+    A continued run keeps its params (MLflow does not allow changing them); a
+    setting that changed on resume, such as the device count, is recorded as a
+    ``resumed.<key>`` tag instead.
+    """
     from lightning.pytorch.loggers import MLFlowLogger
 
     tags = {"variant": cfg.get("variant") or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
     logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
                           tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id)
-    logger.log_hyperparams(flatten_config(cfg))
+    params = flatten_config(cfg)
+    if run_id is not None and logger.run_id is not None:  # rank zero, continuing a run
+        before = logger.experiment.get_run(run_id).data.params
+        for k, v in params.items():
+            if k in before and before[k] != v:
+                logger.experiment.set_tag(run_id, f"resumed.{k}", v)
+        params = {k: v for k, v in params.items() if k not in before}
+    logger.log_hyperparams(params)
     return logger
 
 
