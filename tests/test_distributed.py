@@ -13,6 +13,8 @@ import pytest
 
 from conftest import ROOT, run_stage
 
+pytestmark = pytest.mark.slow  # several multi-process runs: `python -m pytest -m slow`
+
 COMMON = ["experiment=tiny", "runtime.progress=false", "runtime.num_threads=1", "trainer.batch_size=16",
           "trainer.max_steps=40", "trainer.val_check_interval=20", "trainer.limit_val_batches=4",
           "trainer.checkpoint_every_n_steps=10"]
