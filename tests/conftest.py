@@ -29,6 +29,24 @@ def run_stage(stage: str, *overrides: str, cwd: Path = ROOT) -> subprocess.Compl
                           capture_output=True, text=True, timeout=600)
 
 
+def vocab_txt_pair(vocab_txt: Path, folder: Path, lowercase: bool):
+    """(ours, the original) built from a vocab.txt-only BERT folder: ``load_tokenizer`` and ``BertTokenizerLegacy``."""
+    import json
+
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    from pipeline.wordpiece import load_tokenizer
+
+    folder.mkdir()
+    (folder / "vocab.txt").write_bytes(vocab_txt.read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}), encoding="utf-8")
+    return load_tokenizer(folder), BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), do_lower_case=lowercase)
+
+
+def original_ids(slow, line: str) -> list[int]:
+    return slow.convert_tokens_to_ids(slow.tokenize(line))
+
+
 def tiny_export(root: Path) -> Path:
     """A 1-layer BERT export with a 500-piece Bible vocabulary in ``root/pretrain``, as the pretrain stage writes it."""
     from pipeline.corpus import bible_documents

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import original_ids, vocab_txt_pair
 from pipeline.config import SPECIAL_TOKENS
 from pipeline.corpus import bible_documents
 from pipeline.wordpiece import load_tokenizer, train_wordpiece
@@ -68,18 +69,11 @@ def test_cased_vocabulary_stays_cased_in_the_model_export(tmp_path):
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_a_vocab_txt_folder_loads_as_the_original_tokenizer(tokenizer_dir, tmp_path, wikitext, lowercase):
     """Older BERT folders carry only vocab.txt: built from it, the tokenizer matches the pure-Python original."""
-    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
-
-    folder = tmp_path / "bert"
-    folder.mkdir()
-    (folder / "vocab.txt").write_bytes((tokenizer_dir / "vocab.txt").read_bytes())
-    (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lowercase}), encoding="utf-8")
-    tok = load_tokenizer(folder)
-    slow = BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), do_lower_case=lowercase)
+    tok, slow = vocab_txt_pair(tokenizer_dir / "vocab.txt", tmp_path / "bert", lowercase)
     lines = [line for line in wikitext.text.read_text(encoding="utf-8").splitlines() if line][:1500]
     lines += ["Crème brûlée at the Café, 東京 and ＦＵＬＬ width!"]
     for line in lines:
-        assert tok.encode(line, add_special_tokens=False).ids == slow.convert_tokens_to_ids(slow.tokenize(line)), line
+        assert tok.encode(line, add_special_tokens=False).ids == original_ids(slow, line), line
 
 
 def test_the_tokenizer_stage_can_take_a_published_vocabulary(tokenizer_dir, tmp_path):
