@@ -121,6 +121,7 @@ def validate(cfg: DictConfig) -> None:
         for k in ("max_steps", "batch_size", "accumulate_grad_batches", "val_check_interval",
                   "limit_val_batches", "log_every_n_steps", "checkpoint_every_n_steps"):
             _check(cfg, f"trainer.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        _check(cfg, "trainer.length_grouped", lambda v: v is None or isinstance(v, bool), "true or false")
         _check(cfg, "trainer.max_time", lambda v: v is None or bool(_DURATION.fullmatch(str(v))),
                'a wall-clock budget "DD:HH:MM:SS" or null (optional)')
     if "finetune" in cfg:

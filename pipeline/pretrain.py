@@ -258,8 +258,9 @@ def pretrain(cfg: DictConfig) -> dict:
     ids = special_ids(tok)
     config = model_config(cfg, tok.get_vocab_size())
     # Each process reads only its share of the memory-mapped examples (Lightning's distributed sampler).
+    grouped = bool(cfg.trainer.get("length_grouped", False))
     data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=cfg.seed,
-                           num_workers=cfg.runtime.loader_workers)
+                           num_workers=cfg.runtime.loader_workers, length_grouped=grouped)
     module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
                              seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"],
@@ -301,6 +302,7 @@ def pretrain(cfg: DictConfig) -> dict:
             log_every_n_steps=cfg.trainer.log_every_n_steps, logger=logger, deterministic=True,
             enable_progress_bar=cfg.runtime.progress, enable_model_summary=False, num_sanity_val_steps=0,
             default_root_dir=str(tmp), plugins=[AtomicCheckpointIO()],
+            use_distributed_sampler=not grouped,  # length-grouped batches split over processes themselves
             callbacks=[
                 ModelCheckpoint(dirpath=work, save_top_k=0, save_last=True,
                                 every_n_train_steps=cfg.trainer.checkpoint_every_n_steps),

@@ -73,6 +73,11 @@ class PairsDataset:
             )
         return self._shards[k]
 
+    def lengths(self) -> np.ndarray:
+        """(N,) int64: every example's length, read from the shards' small index files only."""
+        return np.concatenate([np.asarray(self._shard(k)[1][:, 1]) for k in range(len(self._shards))]) \
+            if len(self) else np.zeros(0, np.int64)
+
     def __getitem__(self, i: int) -> dict:
         n = len(self)
         i = int(i)

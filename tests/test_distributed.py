@@ -94,6 +94,16 @@ def test_a_checkpoint_from_two_processes_resumes_on_one(data):
     assert len(runs) == 1 and runs[0].info.run_id == m["mlflow_run_id"]  # the resumed run continued it
 
 
+def test_length_grouped_batches_under_two_processes(data):
+    """Sequence-length-aware batches split over processes by the sampler itself (not Lightning's)."""
+    root, paths = data
+    r = subprocess.run(_args(root, paths, "grouped", 2, "trainer.length_grouped=true", "trainer.max_steps=20"),
+                       cwd=ROOT, env=_env(root, "grouped"), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((root / "grouped" / "metrics" / "pretrain.json").read_text())
+    assert m["steps"] == 20 and len(_runs(root, "grouped")) == 1
+
+
 def test_each_process_reads_only_its_share_of_the_examples(data):
     """The distributed sampler splits the example indices; a memory-mapped shard is read only where indexed."""
     from torch.utils.data import DistributedSampler
