@@ -56,12 +56,10 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
-import json
 import multiprocessing
 import os
 import random
 import resource
-import shutil
 import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -72,11 +70,7 @@ from tqdm.auto import tqdm
 from pipeline.errors import DataError
 from pipeline.encoded import EncodedCorpus, encode_corpus
 from pipeline.io import atomic_dir, write_json
-from pipeline.shards import FORMAT_VERSION, FORMATS, shard_stem
-
-SHARD_PARTS = ("tokens", "index", "nsp")  # the files of one shard (pipeline.shards reads them)
-PART_FILE = "part.json"  # what a machine's share of the shards records for the merge
-
+from pipeline.shards import FORMATS, PART_FILE, shard_stem, write_meta
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -392,88 +386,16 @@ def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, se
     if run_info is not None:
         run_info.update(seconds=time.perf_counter() - started, workers=workers,
                         worker_peak_rss_mb={r["pid"]: r["peak_rss_mb"] for r in results})
-    if part is not None:  # a share of the work: the merge writes meta.json once every part is done
-        write_json(folder / PART_FILE, {"part": list(part), "n_shards": len(shards), "settings": settings,
-                                        "cls_id": cls_id, "sep_id": sep_id,
+    summary = {"n_documents": corpus.n_documents, "n_sentences": int(corpus.meta["n_sentences"]),
+               "n_input_tokens": int(corpus.meta["n_tokens"]), "token_dtype": corpus.dtype.name,
+               "vocab_size": corpus.vocab_size}
+    if part is not None:  # a share of the work: merge_parts writes meta.json once every part is done
+        write_json(folder / PART_FILE, {"part": list(part), "shard_documents": [list(d) for d in shards],
+                                        "corpus": summary, "settings": settings, "cls_id": cls_id, "sep_id": sep_id,
                                         "results": [{k: v for k, v in r.items() if k not in ("pid", "peak_rss_mb")}
                                                     for r in results]})
         return {"part": list(part), "n_shards": len(jobs)}
-    return _write_meta(folder, corpus, shards, results, settings, cls_id, sep_id)
-
-
-def _write_meta(folder: Path, corpus: EncodedCorpus, shards: list, results: list[dict], settings: dict,
-                cls_id: int, sep_id: int) -> dict:
-    n = sum(r["n_examples"] for r in results)
-    n_tok = sum(r["n_tokens"] for r in results)
-    fmt = settings["format"]
-    stats = {
-        "format": fmt,
-        "n_examples": n,
-        "n_tokens": n_tok,
-        "mean_length": n_tok / n,
-        "fraction_full_length": sum(r["n_full_length"] for r in results) / n,
-        "n_documents": corpus.n_documents,
-        "n_sentences": int(corpus.meta["n_sentences"]),
-        "n_input_tokens": int(corpus.meta["n_tokens"]),
-        "n_shards": len(shards),
-    }
-    if fmt == "nsp_pairs":
-        stats["fraction_random_next"] = sum(r["n_random_next"] for r in results) / n
-        # Examples made under a short target; the target is drawn per document and pass, as in the original.
-        stats["fraction_short_target"] = sum(r["n_short_target"] for r in results) / n
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "n_examples": n,
-        "n_shards": len(shards),
-        "shard_counts": [r["n_examples"] for r in results],
-        "shard_documents": [list(d) for d in shards],
-        "token_dtype": corpus.dtype.name,
-        "vocab_size": corpus.vocab_size,
-        "max_seq_length": settings["max_seq_length"],
-        "cls_id": cls_id,
-        "sep_id": sep_id,
-        "settings": settings,
-        "stats": stats,
-    }
-    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return stats
-
-
-def merge_parts(part_dirs: list[Path], out_dir: str | Path) -> dict:
-    """Join the folders that ``make_examples(part=(i, n))`` wrote on ``n`` machines into one ``out_dir``.
-
-    The result is the same bytes as one ``make_examples`` run; each part folder
-    is checked (present, same settings, complete), and removed once merged.
-    """
-    infos = []
-    for i, d in enumerate(part_dirs):
-        f = Path(d) / PART_FILE
-        if not f.is_file():
-            raise DataError(f"{f}: not found: part {i} of {len(part_dirs)} has not finished "
-                            f"(run make_pairs with runtime.part={i} runtime.parts={len(part_dirs)} first)")
-        infos.append(json.loads(f.read_text(encoding="utf-8")))
-    first = infos[0]
-    for i, info in enumerate(infos):
-        if info["part"] != [i, len(part_dirs)] or info["settings"] != first["settings"] or \
-                info["n_shards"] != first["n_shards"]:
-            raise DataError(f"{Path(part_dirs[i]) / PART_FILE}: part {info['part']} with settings "
-                            f"{info['settings']} does not belong with part 0's ({first['settings']})")
-    results = sorted((r for info in infos for r in info["results"]), key=lambda r: r["shard"])
-    if [r["shard"] for r in results] != list(range(first["n_shards"])):
-        raise DataError(f"{part_dirs[0]}: the parts hold shards {[r['shard'] for r in results]}, "
-                        f"expected 0..{first['n_shards'] - 1}")
-    with atomic_dir(out_dir) as tmp:
-        os.rename(Path(part_dirs[0]) / "corpus", tmp / "corpus")
-        for r in results:
-            src = shard_stem(Path(part_dirs[r["shard"] % len(part_dirs)]), r["shard"])
-            for suffix in SHARD_PARTS:
-                os.rename(f"{src}.{suffix}.npy", f"{shard_stem(tmp, r['shard'])}.{suffix}.npy")
-        corpus = EncodedCorpus(tmp / "corpus")
-        shards = [tuple(d) for d in plan_shards(corpus, first["settings"]["shard_tokens"])]
-        stats = _write_meta(tmp, corpus, shards, results, first["settings"], first["cls_id"], first["sep_id"])
-    for d in part_dirs:
-        shutil.rmtree(d, ignore_errors=True)
-    return stats
+    return write_meta(folder, summary, shards, results, settings, cls_id, sep_id)
 
 
 def make_examples(tok, text_path: str | Path, out_dir: str | Path, *, cls_id: int, sep_id: int,

@@ -11,7 +11,8 @@ from omegaconf import DictConfig
 
 from pipeline.errors import ConfigError
 from pipeline.io import atomic_dir, write_json
-from pipeline.pairs import make_examples, merge_parts
+from pipeline.pairs import make_examples
+from pipeline.shards import merge_parts
 from pipeline.stage import run_stage, worker_count
 from pipeline.wordpiece import load_tokenizer, special_ids
 
