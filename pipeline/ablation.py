@@ -111,7 +111,7 @@ def family_result(name: str, fam: dict, runs: dict, metric: str, modes: list[str
     classical = stat(base_ft, CLASSICAL, metric)
     return {"name": name, "title": fam["title"], "question": fam["question"], "kind": rows[0]["kind"] if rows else None,
             "reference_row": ref["label"] if ref else None, "rows": rows, "classical": classical,
-            "paper": fam["paper"]}
+            "paper": fam["paper"], "note": fam.get("note")}
 
 
 def _paper_direction(fam: dict, row: dict, ref: dict) -> str:

@@ -179,6 +179,8 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
                      *[""] * (len(header) - 2)])
     doc.table(header, rows, caption=f"Ours: {task} dev {metric} in %, mean ± std over fine-tuning seeds"
                                     if metric in ("accuracy", "f1") else f"Ours: {task} dev {metric}")
+    if fam.get("note"):
+        doc.para(fam["note"], cls="note")
     if any(r["ran"] for r in fam["rows"]):
         doc.figure(f"{fam['name']}_bars.png", bars_figure(fam, metric, modes, task), f"{fam['title']}: dev {metric}")
     curves = [(r["label"], r["pretrain"]["mlflow_run_id"], r["pretrain"]["lm"]) for r in fam["rows"]

@@ -113,6 +113,7 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
     assert all(f"figures/{f}" in md for f in figures)
     assert page.count("data:image/png;base64,") == len(figures) and "figures/" not in page  # self-contained
     assert "| LTR, no NSP | 55.0 ± 1.0 | 50.0 ± 1.0 | −5.0 (beyond seed noise) | 25.0% (LTR) |" in md
+    assert "the next token's at every position for LTR" in md  # the family's note under its table
     assert "not in this grid" in md and "The paper's numbers, at its scale (not ours): Devlin et al. 2019" in md
     for run in res["runs"].values():
         assert run["pretrain"]["mlflow_run_id"] in md
