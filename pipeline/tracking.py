@@ -75,11 +75,18 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
     return {k: v for k, v in out.items() if k not in SECRET_KEYS}
 
 
-def git_commit() -> str:
+def git_commit(cwd: str | Path | None = None) -> str:
+    """HEAD's commit, ``-dirty`` when tracked files differ from it.
+
+    A ``dvc.lock`` does not count: DVC rewrites it after every stage of the run
+    being recorded, so counting it would mark every stage after the first dirty.
+    """
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                             cwd=cwd).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+                                ":(exclude,top,glob)**/dvc.lock"],
+                               capture_output=True, text=True, check=True, cwd=cwd).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")
