@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss  # noqa: E402
-from pipeline.optim import make_adamw  # noqa: E402
 
 SIZES = {  # layers, hidden, heads (intermediate = 4 x hidden)
     "base": (12, 768, 12),
@@ -72,7 +71,7 @@ def run_case(size: str, T: int, batch: int, device: torch.device, steps: int, wa
     torch.manual_seed(0)
     model = BertForPreTraining(cfg).to(device).train()
     step_model = torch.compile(model) if compile else model
-    opt = make_adamw(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, fused=True)
     predicted = min(round(0.15 * T), 20 if T <= 128 else 80)
     g = torch.Generator(device="cpu").manual_seed(0)
     ids = torch.randint(5, cfg.vocab_size, (batch, T), generator=g).to(device)

@@ -33,10 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.config import compose  # noqa: E402
-from pipeline.data import PairsDataModule  # noqa: E402
-from pipeline.grid import apply_variant  # noqa: E402
-from pipeline.masking import MaskingConfig  # noqa: E402
-from pipeline.pretrain import BertPretraining, model_config  # noqa: E402
+from pipeline.data.datamodule import PairsDataModule  # noqa: E402
+from pipeline.variants import apply_variant  # noqa: E402
+from pipeline.data.masking import MaskingConfig  # noqa: E402
+from pipeline.pretrain.module import BertPretraining  # noqa: E402
+from pipeline.pretrain.run import model_config  # noqa: E402
 
 
 class _StepTimer(L.Callback):

@@ -107,8 +107,8 @@ def run_child(args: list[str]) -> tuple[dict, float, list[float]]:
 def child_ours(a: argparse.Namespace) -> dict:
     import resource
 
-    from pipeline.pairs import make_examples
-    from pipeline.wordpiece import load_tokenizer, special_ids
+    from pipeline.data.pairs import make_examples
+    from pipeline.data.tokenizer import load_tokenizer, special_ids
 
     t0 = time.perf_counter()
     tok = load_tokenizer(a.tokenizer)
@@ -125,7 +125,7 @@ def child_ours(a: argparse.Namespace) -> dict:
 
 
 def child_mask(a: argparse.Namespace) -> dict:
-    from pipeline.wordpiece import load_tokenizer, special_ids
+    from pipeline.data.tokenizer import load_tokenizer, special_ids
 
     tok = load_tokenizer(a.tokenizer)
     return {"mask_s": mask_everything(Path(a.out), special_ids(tok), tok.get_vocab_size())}
@@ -135,9 +135,9 @@ def mask_everything(path: Path, ids: dict, vocab_size: int, batch: int = 256) ->
     """Seconds to mask every stored example once (what static masking would add), in batches."""
     import torch
 
-    from pipeline.data import pad_collate
-    from pipeline.masking import MaskingConfig, mask_tokens
-    from pipeline.shards import PairsDataset
+    from pipeline.data.datamodule import pad_collate
+    from pipeline.data.masking import MaskingConfig, mask_tokens
+    from pipeline.data.shards import PairsDataset
 
     ds = PairsDataset(path)
     cfg = MaskingConfig()
@@ -169,7 +169,7 @@ def prepare_wikitext(cache: Path) -> tuple[Path, Path]:
     if not corpus.exists():
         if not WIKITEXT.exists():
             raise SystemExit(f"{WIKITEXT} not found: give --corpus and --tokenizer")
-        from pipeline.corpus import clean, wikitext_documents, write_documents
+        from pipeline.data.corpus import clean, wikitext_documents, write_documents
 
         print(f"preparing {corpus} from {WIKITEXT} (once)", file=sys.stderr)
         cache.mkdir(parents=True, exist_ok=True)
@@ -178,8 +178,8 @@ def prepare_wikitext(cache: Path) -> tuple[Path, Path]:
             write_documents(docs, f)
         os.replace(f"{corpus}.tmp", corpus)
     if not (tok_dir / "tokenizer.json").exists():
-        from pipeline.corpus import read_documents
-        from pipeline.wordpiece import train_wordpiece
+        from pipeline.data.corpus import read_documents
+        from pipeline.data.wordpiece import train_wordpiece
 
         print(f"training a 30,522-piece vocabulary on {corpus} (once)", file=sys.stderr)
         train_wordpiece((s for d in read_documents(corpus) for s in d), tok_dir, vocab_size=30522, progress=False)

@@ -31,7 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss  # noqa: E402
-from pipeline.optim import make_adamw  # noqa: E402
 
 
 def matmul_peak_gflops(n: int = 1024, repeats: int = 20) -> float:
@@ -121,7 +120,7 @@ def main() -> None:
                      labels=b["labels"], next_sentence_label=b["nsp"]).loss.item()
     ours.train(), hf.train()
 
-    opt_ours = make_adamw(ours.parameters(), lr=1e-4)
+    opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-4, eps=1e-6, fused=True)
     opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-4)
 
     def step_ours(b: dict) -> None:

@@ -1,7 +1,10 @@
 """Configuration: composing conf/ outside Hydra apps, and start-up validation.
 
 Every check names the key, the value and what is allowed, so a bad setting
-fails before any compute is spent, never deep inside training.
+fails before any compute is spent, never deep inside training. Each check is
+made once: the closed sets of names a setting may take are imported from the
+(torch-free) modules that own them, the model's checks are ``BertConfig``'s own,
+and ``check_pairs`` also guards ``pipeline.data.pairs`` when it is called directly.
 """
 from __future__ import annotations
 
@@ -11,15 +14,20 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
+from pipeline.data.shards import FORMATS
+from pipeline.data.tokenizer import SPECIAL_TOKENS
 from pipeline.errors import ConfigError
+from pipeline.finetune.modes import MODES
+from pipeline.model.config import BertConfig
+from pipeline.optim import OPTIMIZERS
+from pipeline.pretrain.objectives import LM_OBJECTIVES
+from pipeline.variants import find_variant, register_resolvers
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
-FINETUNE_MODES = ("pretrained", "scratch", "tfidf", *(f"frozen_{f}" for f in (  # pipeline.finetune.MODES
-    "embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "weighted")))
-PAIR_FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")  # pipeline.pairs.FORMATS
+register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
 
 
 def compose(overrides: Sequence[str] = (), config_dir: str | Path = CONF_DIR) -> DictConfig:
@@ -29,7 +37,11 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path = CONF_DIR) ->
 
     with initialize_config_dir(str(Path(config_dir).resolve()), version_base="1.3"):
         cfg = hydra_compose("config", overrides=list(overrides))
-    OmegaConf.resolve(cfg)
+    try:
+        OmegaConf.resolve(cfg)
+    except InterpolationResolutionError as e:  # a resolver's own error (an unknown variant): raise it as it is
+        cause = e.__cause__ or e.__context__
+        raise (cause if isinstance(cause, ConfigError) else e) from None
     return cfg
 
 
@@ -59,6 +71,9 @@ def _int(v: Any) -> bool:
 
 def validate(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` for the first setting that cannot work."""
+    if "grid" in cfg and "family" in cfg:
+        for name in cfg.grid.pretrain:
+            find_variant(cfg, name)
     if "seed" in cfg:
         _check(cfg, "seed", lambda v: _int(v) and v >= 0, "a non-negative integer")
     if "corpus" in cfg:
@@ -68,11 +83,8 @@ def validate(cfg: DictConfig) -> None:
                f"an integer large enough for the {len(SPECIAL_TOKENS)} special tokens and an alphabet (> 31)")
         _check(cfg, "tokenizer.min_frequency", lambda v: _int(v) and v >= 1, "an integer >= 1")
     if "pairs" in cfg:
-        _check(cfg, "pairs.max_seq_length", lambda v: _int(v) and v >= 8, "an integer >= 8")
-        _check(cfg, "pairs.short_seq_prob", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
-        _check(cfg, "pairs.dupe_factor", lambda v: _int(v) and v >= 1, "an integer >= 1")
-        _check(cfg, "pairs.format", lambda v: v in PAIR_FORMATS, f"one of {', '.join(PAIR_FORMATS)}")
-        _check(cfg, "pairs.shard_tokens", lambda v: _int(v) and v >= 1, "an integer >= 1")
+        p = cfg.pairs
+        check_pairs(p.format, p.max_seq_length, p.short_seq_prob, p.dupe_factor, p.shard_tokens)
         if cfg.get("objective", {}).get("nsp") and cfg.pairs.format != "nsp_pairs":
             raise ConfigError(f"pairs.format={cfg.pairs.format} is not allowed with objective.nsp=true: "
                               "expected nsp_pairs (packed sequences have no sentence pairs to classify)")
@@ -91,27 +103,20 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "masking.whole_word", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "masking.static", lambda v: isinstance(v, bool), "true or false")
     if "model" in cfg:
-        for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "max_position_embeddings"):
-            _check(cfg, f"model.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
-        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            _check(cfg, f"model.{k}", lambda v: _number(v) and 0 <= v < 1, "a probability in [0, 1)")
-        h, n = cfg.model.hidden_size, cfg.model.num_attention_heads
-        if h % n:
-            raise ConfigError(f"model.hidden_size={h} is not allowed: expected a multiple of "
-                              f"model.num_attention_heads={n}")
+        sizes = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k not in ("name", "init_from")}
+        BertConfig(vocab_size=cfg.get("tokenizer", {}).get("vocab_size", 1 << 16), **sizes)  # its own checks
         if "pairs" in cfg and cfg.model.max_position_embeddings < cfg.pairs.max_seq_length:
             raise ConfigError(
                 f"pairs.max_seq_length={cfg.pairs.max_seq_length} is not allowed: expected at most "
                 f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
     if "objective" in cfg:
-        _check(cfg, "objective.lm", lambda v: v in ("masked", "left_to_right"), "masked or left_to_right")
+        _check(cfg, "objective.lm", lambda v: v in LM_OBJECTIVES, f"one of {', '.join(LM_OBJECTIVES)}")
         _check(cfg, "objective.nsp", lambda v: isinstance(v, bool), "true or false")
         if cfg.objective.lm == "left_to_right" and cfg.objective.nsp:
             raise ConfigError("objective.nsp=true is not allowed with objective.lm=left_to_right: expected false "
                               "(a left-to-right model has no bidirectional [CLS] to classify pairs with)")
     if "optim" in cfg:
-        _check(cfg, "optim.name", lambda v: v in ("adamw", "lamb"), "adamw or lamb")
+        _check(cfg, "optim.name", lambda v: v in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}")
         _check(cfg, "optim.lr", lambda v: _number(v) and v > 0, "a positive number")
         _check(cfg, "optim.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0")
         _check(cfg, "optim.warmup_ratio", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)")
@@ -125,12 +130,16 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "trainer.max_time", lambda v: v is None or bool(_DURATION.fullmatch(str(v))),
                'a wall-clock budget "DD:HH:MM:SS" or null (optional)')
     if "finetune" in cfg:
-        _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= set(FINETUNE_MODES),
-               f"a non-empty list of: {', '.join(FINETUNE_MODES)}")
+        _check(cfg, "finetune.modes", lambda v: len(v) > 0 and set(v) <= set(MODES),
+               f"a non-empty list of: {', '.join(MODES)}")
         _check(cfg, "finetune.seeds", lambda v: len(v) > 0 and all(_int(s) for s in v),
                "a non-empty list of integers")
-        for k in ("epochs", "feature_epochs", "batch_size"):
+        for k in ("epochs", "feature_epochs", "batch_size", "eval_batch_size", "feature_eval_batch_size"):
             _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
+        _check(cfg, "finetune.betas", lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v),
+               "two numbers in [0, 1)")
+        for k in ("eps", "gradient_clip_val"):
+            _check(cfg, f"finetune.{k}", lambda v: _number(v) and v > 0, "a positive number")
         _check(cfg, "finetune.eval_every_epoch", lambda v: isinstance(v, bool), "true or false")
         for k in ("lr", "feature_lr"):
             _check(cfg, f"finetune.{k}", lambda v: _number(v) and v > 0, "a positive number")
@@ -152,3 +161,24 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")
+
+
+def check_pairs(format: str, max_seq_length: int, short_seq_prob: float, dupe_factor: int,
+                shard_tokens: int, num_workers: int = 1) -> None:
+    """The ``pairs`` settings (and the worker count) that example generation can work with."""
+    def refuse(key: str, value: Any, expected: str):
+        raise ConfigError(f"{key}={value!r} is not allowed: expected {expected}")
+
+    if format not in FORMATS:
+        refuse("pairs.format", format, f"one of {', '.join(FORMATS)}")
+    if not (_int(max_seq_length) and max_seq_length >= 5):
+        refuse("pairs.max_seq_length", max_seq_length,
+               "an integer >= 5 ([CLS], two [SEP] and at least one token of A and of B)")
+    if not (_number(short_seq_prob) and 0 <= short_seq_prob <= 1):
+        refuse("pairs.short_seq_prob", short_seq_prob, "a probability in [0, 1]")
+    if not (_int(dupe_factor) and dupe_factor >= 1):
+        refuse("pairs.dupe_factor", dupe_factor, "an integer >= 1")
+    if not (_int(shard_tokens) and shard_tokens >= 1):
+        refuse("pairs.shard_tokens", shard_tokens, "an integer >= 1")
+    if not (_int(num_workers) and num_workers >= 1):
+        refuse("runtime.num_workers", num_workers, "an integer >= 1")

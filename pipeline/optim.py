@@ -1,11 +1,14 @@
-"""Optimisers and schedules shared by pretraining and fine-tuning."""
+"""Optimisers and schedules shared by pretraining and fine-tuning.
+
+torch is imported where an optimiser is built, so the validator can import
+``OPTIMIZERS`` without loading it.
+"""
 from __future__ import annotations
 
-import torch
-from torch import nn
+OPTIMIZERS = ("adamw", "lamb")  # optim.name
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def param_groups(model, weight_decay: float) -> list[dict]:
     """BERT's rule: no weight decay on LayerNorm weights and biases (1-D parameters)."""
     decay, no_decay = [], []
     for _, p in model.named_parameters():
@@ -25,33 +28,25 @@ def warmup_linear(total_steps: int, warmup_ratio: float):
     return factor
 
 
-def make_adamw(params, *, lr: float, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
-               fused: bool = True) -> torch.optim.AdamW:
-    """torch's AdamW; with ``fused`` its single-kernel form, which torch has for CPU and CUDA
-    (several times faster than the per-parameter loop on CPU, same update up to rounding)."""
-    return torch.optim.AdamW(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                             fused=bool(fused))
-
-
-OPTIMIZERS = ("adamw", "lamb")
-
-
-def build_optimizer(model: nn.Module, optim: dict, total_steps: int, fused: bool = True):
+def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
     """The configured optimiser + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format.
 
-    ``optim["name"]`` is ``adamw`` (torch's, fused where available) or ``lamb``
-    (``pytorch_optimizer``'s LAMB: Adam moments, update scaled per tensor by
+    ``optim`` holds ``name``, ``lr``, ``betas``, ``eps``, ``weight_decay`` and
+    ``warmup_ratio``. ``adamw`` is torch's AdamW, with ``fused`` its
+    single-kernel form (CPU and CUDA; several times faster than the
+    per-parameter loop on CPU, the same update up to rounding); ``lamb`` is
+    ``pytorch_optimizer``'s LAMB (Adam moments, each tensor's update scaled by
     the trust ratio ||w|| / ||update||).
     """
-    name = optim.get("name", "adamw")
+    import torch
+
     groups = param_groups(model, optim["weight_decay"])
-    if name == "adamw":
-        opt = make_adamw(groups, lr=optim["lr"], betas=optim["betas"], eps=optim["eps"], fused=fused)
-    elif name == "lamb":
+    betas = tuple(optim["betas"])
+    if optim["name"] == "lamb":
         from pytorch_optimizer import Lamb
 
-        opt = Lamb(groups, lr=optim["lr"], betas=tuple(optim["betas"]), eps=optim["eps"])
+        opt = Lamb(groups, lr=optim["lr"], betas=betas, eps=optim["eps"])
     else:
-        raise ValueError(f"optim.name={name!r}: expected one of {', '.join(OPTIMIZERS)}")
+        opt = torch.optim.AdamW(groups, lr=optim["lr"], betas=betas, eps=optim["eps"], fused=bool(fused))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"]))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

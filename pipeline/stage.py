@@ -1,14 +1,23 @@
 """What every stage entry point does around its pipeline function.
 
-Apply an ablation variant (``variant=<name>``) and, in a Hydra sweep, move the
-outputs into the job's folder; validate the settings, apply the runtime group,
-run, and turn a user-fixable error (``LabError``) into one line on stderr and
-exit status 2.
+The rule for where settings are read: each stage has one function
+``run(cfg) -> metrics`` in the module that implements it
+(``pipeline/data/corpus.py``, ``data/wordpiece.py``, ``data/pairs.py``,
+``pretrain/run.py``, ``finetune/run.py``, ``report/run.py``). It is the only
+code of the stage that reads ``cfg``: it unpacks the settings into plain
+arguments and small dataclasses for everything below it, and ``instantiate``s
+what conf/ names by ``_target_``. Only the plumbing every stage shares takes the
+whole ``cfg`` as well: this module, ``config`` (validation), ``variants`` and
+``tracking`` (which logs the resolved config).
+
+``run_stage`` applies an ablation variant (``variant=<name>``) and, in a Hydra
+sweep, moves the outputs into the job's folder; then it validates the settings,
+applies the runtime group, runs, and turns a user-fixable error (``LabError``)
+into one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from typing import Any, Callable
@@ -17,7 +26,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import validate
 from pipeline.errors import LabError
-from pipeline.grid import apply_variant, sweep_outputs
+from pipeline.variants import apply_variant, sweep_outputs
 
 log = logging.getLogger("pipeline")
 
@@ -28,12 +37,6 @@ def apply_runtime(cfg: DictConfig) -> None:
         import torch  # only stages that train pay for importing torch
 
         torch.set_num_threads(int(rt.num_threads))
-
-
-def worker_count(cfg: DictConfig) -> int:
-    """Processes for data stages: ``runtime.num_workers``, or every core this process may use."""
-    n = cfg.get("runtime", {}).get("num_workers")
-    return int(n) if n else len(os.sched_getaffinity(0))
 
 
 def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:

@@ -56,8 +56,9 @@ def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
 
 # Never logged: a tracking URI can carry credentials (https://user:token@host).
 SECRET_KEYS = {"tracking.uri"}
-# Not a run's settings: the ablation catalogue and grid (a variant's own settings are already applied).
-CATALOGUE_KEYS = ("family", "grid")
+# Not a run's settings: the ablation catalogue, the grid and its generated runs (a variant's own settings
+# are already applied).
+CATALOGUE_KEYS = ("family", "grid", "runs", "examples")
 
 
 def flatten_config(cfg: DictConfig) -> dict[str, str]:
@@ -71,7 +72,8 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
         else:
             out[prefix[:-1]] = str(node)[:6000]
 
-    walk({k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in CATALOGUE_KEYS}, "")
+    kept = [k for k in cfg if k not in CATALOGUE_KEYS]  # before resolving: the catalogue is never resolved here
+    walk({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in kept}, "")
     return {k: v for k, v in out.items() if k not in SECRET_KEYS}
 
 

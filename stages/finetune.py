@@ -2,13 +2,13 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.finetune import finetune
+from pipeline.finetune.run import run
 from pipeline.stage import run_stage
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    return run_stage("finetune", finetune, cfg)
+    return run_stage("finetune", run, cfg)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.pretrain import pretrain
+from pipeline.pretrain.run import run
 from pipeline.stage import run_stage
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    return run_stage("pretrain", pretrain, cfg)
+    return run_stage("pretrain", run, cfg)
 
 
 if __name__ == "__main__":

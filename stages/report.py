@@ -1,14 +1,14 @@
-"""DVC stage report: MLflow runs + metrics -> reports/ (HTML, Markdown, figures)."""
+"""DVC stage report: metrics and curves of every run -> reports/ (HTML, Markdown, figures, JSON)."""
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.report import build_report
+from pipeline.report.run import run
 from pipeline.stage import run_stage
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    return run_stage("report", build_report, cfg)
+    return run_stage("report", run, cfg)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def vocab_txt_pair(vocab_txt: Path, folder: Path, lowercase: bool):
 
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
-    from pipeline.wordpiece import load_tokenizer
+    from pipeline.data.tokenizer import load_tokenizer
 
     folder.mkdir()
     (folder / "vocab.txt").write_bytes(vocab_txt.read_bytes())
@@ -49,10 +49,12 @@ def original_ids(slow, line: str) -> list[int]:
 
 def tiny_export(root: Path) -> Path:
     """A 1-layer BERT export with a 500-piece Bible vocabulary in ``root/pretrain``, as the pretrain stage writes it."""
-    from pipeline.corpus import bible_documents
+    from pipeline.data.corpus import bible_documents
     from pipeline.io import write_json
-    from pipeline.model import BertConfig, BertForPreTraining, save_hf
-    from pipeline.wordpiece import train_wordpiece
+    from pipeline.model.bert import BertForPreTraining
+    from pipeline.model.config import BertConfig
+    from pipeline.model.hf import save_hf
+    from pipeline.data.wordpiece import train_wordpiece
 
     docs = list(bible_documents())[:200]
     train_wordpiece((s for d in docs for s in d.sentences), root / "tokenizer", vocab_size=500, progress=False)
@@ -72,9 +74,10 @@ def wikitext(tmp_path_factory):
     """
     from types import SimpleNamespace
 
-    from pipeline.corpus import clean, wikitext_documents, write_documents
-    from pipeline.encoded import encode_corpus
-    from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece, vocab_list
+    from pipeline.data.corpus import clean, wikitext_documents, write_documents
+    from pipeline.data.encoded import encode_corpus
+    from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
+    from pipeline.data.wordpiece import train_wordpiece
 
     src = shared_data("wikitext-2", "valid.txt")
     root = tmp_path_factory.mktemp("wikitext")

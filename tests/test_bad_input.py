@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import original_ids, run_stage, vocab_txt_pair
-from pipeline.corpus import bible_documents, prepare_corpus, text_documents
-from pipeline.pairs import make_examples
-from pipeline.shards import PairsDataset
-from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece
+from pipeline.data.corpus import bible_documents, prepare_corpus, text_documents
+from pipeline.data.pairs import make_examples
+from pipeline.data.shards import PairsDataset
+from pipeline.data.tokenizer import load_tokenizer, special_ids
+from pipeline.data.wordpiece import train_wordpiece
 
 ODD = [
     "tab\there, non\u00a0breaking, thin\u2009space, ideographic\u3000space",

@@ -47,16 +47,9 @@ def test_demo_and_tiny_configs_are_valid():
     validate(compose(["objective=mlm", "pairs.format=doc_sentences", "masking.static=true"]))
 
 
-def test_config_knows_the_example_formats():
-    from pipeline.config import PAIR_FORMATS
-    from pipeline.shards import FORMATS
-
-    assert PAIR_FORMATS == FORMATS
-
-
 def test_dvc_path_reads_params_yaml():
     """What DVC runs (--config-name from_params) sees exactly params.yaml."""
-    r = run_stage("pretrain", "--config-dir", ".", "--config-name", "from_params", "--cfg", "job")
+    r = run_stage("pretrain", "--config-name", "from_params", "--cfg", "job")
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load(r.stdout) == yaml.safe_load((ROOT / "params.yaml").read_text())
 

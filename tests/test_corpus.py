@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipeline.corpus import (bible_documents, bible_verses, prepare_corpus, read_documents, text_documents,
+from pipeline.data.corpus import (bible_documents, bible_verses, prepare_corpus, read_documents, text_documents,
                              wikitext_documents)
 from pipeline.errors import DataError
 

@@ -108,7 +108,7 @@ def test_each_process_reads_only_its_share_of_the_examples(data):
     """The distributed sampler splits the example indices; a memory-mapped shard is read only where indexed."""
     from torch.utils.data import DistributedSampler
 
-    from pipeline.shards import PairsDataset
+    from pipeline.data.shards import PairsDataset
 
     root, _ = data
     ds = PairsDataset(root / "pairs" / "train")

@@ -4,7 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.finetune import FEATURE_SETS, FeatureHead, pooled_states, summarize
+from pipeline.finetune.heads import FeatureHead, pooled_states
+from pipeline.finetune.modes import FEATURE_SETS
+from pipeline.finetune.training import summarize
 from pipeline.model.bert import BertConfig, BertModel
 
 

@@ -6,26 +6,29 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from pipeline.config import FINETUNE_MODES, compose, validate
+from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
-from pipeline.grid import apply_variant, data_overrides, find_variant
+from pipeline.finetune.modes import MODES
+from pipeline.report.results import load_families
+from pipeline.variants import BASELINE, apply_variant, catalogue, data_overrides, find_variant
 
 CFG = compose()
 GRIDS = sorted(p.stem for p in (ROOT / "conf" / "grid").glob("*.yaml"))
-ALL_VARIANTS = sorted(v for fam in CFG.family.values() for v in fam.variants)
+ALL_VARIANTS = sorted(catalogue(CFG))
+TABLES = sorted(p.stem for p in (ROOT / "pipeline" / "report" / "families").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", ALL_VARIANTS)
 def test_every_variant_is_a_valid_run_with_its_own_outputs(name):
     cfg = apply_variant(OmegaConf.merge(CFG, {"variant": name}), "pretrain")
     validate(cfg)
-    _, spec = find_variant(CFG, name)
-    for item in spec.set:
+    for item in find_variant(CFG, name):
         key, value = item.split("=", 1)
         assert OmegaConf.select(cfg, key) == yaml.safe_load(value), item
     assert cfg.paths.pretrain == f"models/variants/{name}" and cfg.paths.metrics == f"metrics/variants/{name}"
-    assert cfg.paths.pairs == (f"data/variants/{name}" if data_overrides(list(spec.set)) else "data/pairs")
-    if data_overrides(list(spec.set)):
+    own = data_overrides(find_variant(CFG, name))
+    assert cfg.paths.pairs == (f"data/variants/{name}" if own else "data/pairs")
+    if own:
         data = apply_variant(OmegaConf.merge(CFG, {"variant": name}), "make_pairs")
         validate(data)
         assert data.paths.pairs == cfg.paths.pairs and data.pairs == cfg.pairs
@@ -42,31 +45,48 @@ def test_variant_changes_only_what_it_names():
 
 
 @pytest.mark.parametrize("grid", GRIDS)
-def test_grids_are_consistent_with_the_catalogue(grid):
+def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
+    """The generated `runs` and `examples` (what dvc.yaml iterates over) name the folders the stages use."""
     cfg = compose([f"grid={grid}"])
-    for name, spec in cfg.grid.pretrain.items():
-        assert spec == find_variant(cfg, name)[1], name
-        # a variant with its own examples has a make_pairs stage, and only such a variant
-        assert (name in cfg.grid.data) == bool(data_overrides(list(spec.set))), name
-    assert set(cfg.grid.data) <= set(cfg.grid.pretrain)
-    assert set(cfg.grid.families) <= set(cfg.family) and set(cfg.grid.finetune.modes) <= set(FINETUNE_MODES)
-    for fam in cfg.grid.families:
-        for row in cfg.family[fam].rows:
-            assert row.get("mode") in FINETUNE_MODES or row.variant == "baseline" or find_variant(cfg, row.variant)
-        columns = [c for block in cfg.family[fam].paper for c in block.columns]
+    assert list(cfg.runs) == [BASELINE, *cfg.grid.pretrain]
+    for name, run in cfg.runs.items():
+        by_hand = apply_variant(OmegaConf.merge(cfg, {"variant": name}), "pretrain")
+        assert {k: run[k] for k in ("pairs", "pretrain", "metrics", "plots")} == \
+            {k: by_hand.paths[k] for k in ("pairs", "pretrain", "metrics", "plots")}, name
+        assert list(run.set) == ([] if name == BASELINE else find_variant(cfg, name))
+        ft = apply_variant(OmegaConf.merge(cfg, {"variant": name}), "finetune")
+        assert list(run.modes) == list(ft.finetune.modes)
+    own = [n for n in cfg.grid.pretrain if data_overrides(find_variant(cfg, n))]
+    assert list(cfg.examples) == [BASELINE, *own]
+    for name in own:
+        assert cfg.examples[name].pairs == cfg.runs[name].pairs != cfg.paths.pairs
+    assert set(cfg.grid.finetune.modes) <= set(MODES)
+
+
+@pytest.mark.parametrize("grid", GRIDS)
+def test_grids_report_families_whose_rows_exist(grid):
+    cfg = compose([f"grid={grid}"])
+    for fam, spec in load_families(list(cfg.grid.families)).items():
+        for row in spec["rows"]:
+            assert row.get("mode") in MODES or row["variant"] == BASELINE or find_variant(cfg, row["variant"])
+        columns = [c for block in spec["paper"] for c in block["columns"]]
         assert len(columns) == len(set(columns)), fam  # one table row of ours shows every source's columns
-        for row in cfg.family[fam].rows:
+        for row in spec["rows"]:
             if row.get("paper"):
-                assert any(row.paper in block.rows for block in cfg.family[fam].paper), (fam, row.paper)
+                assert any(row["paper"] in block["rows"] for block in spec["paper"]), (fam, row["paper"])
 
 
-def test_the_full_grid_runs_every_variant_of_the_catalogue():
-    assert sorted(compose(["grid=full"]).grid.pretrain) == ALL_VARIANTS
-    assert sorted(compose(["grid=full"]).grid.families) == sorted(CFG.family)
+def test_the_full_grid_runs_every_variant_and_reports_every_family():
+    cfg = compose(["grid=full"])
+    assert sorted(cfg.grid.pretrain) == ALL_VARIANTS
+    assert sorted(cfg.grid.families) == TABLES
+    # every variant of the catalogue has a row in its family's table
+    rows = {r.get("variant") for spec in load_families(TABLES).values() for r in spec["rows"]}
+    assert set(ALL_VARIANTS) <= rows
 
 
-def test_dvc_stage_and_hand_run_compose_the_same_variant(tmp_path):
-    """`dvc repro`'s pretrain_variant@X reads params.yaml; a person composes conf/: same settings."""
+def test_dvc_stage_and_hand_run_compose_the_same_variant():
+    """`dvc repro`'s pretrain@X reads params.yaml; a person composes conf/: same settings."""
     params = OmegaConf.load(ROOT / "params.yaml")
     via_dvc = apply_variant(OmegaConf.merge(params, {"variant": "layers_4"}), "pretrain")
     by_hand = apply_variant(compose(["variant=layers_4"]), "pretrain")
@@ -86,11 +106,13 @@ def test_bad_variant_is_a_clear_error(variant, stage, fragment):
 
 def test_variant_with_a_typo_in_its_settings_is_refused():
     base = OmegaConf.create(OmegaConf.to_container(CFG))  # not in struct mode: the test adds a variant
-    cfg = OmegaConf.merge(base, {"variant": "bad", "family": {"mask_ratio": {"variants": {
-        "bad": {"set": ["masking.mlm_probabilty=0.3"], "pairs": "data/pairs"}}}}})
+    cfg = OmegaConf.merge(base, {"variant": "bad", "family": {"mask_ratio": {"bad": ["masking.mlm_probabilty=0.3"]}}})
     with pytest.raises(ConfigError, match="set entry 'masking.mlm_probabilty=0.3' is not allowed"):
         apply_variant(cfg, "pretrain")
-    cfg = OmegaConf.merge(base, {"variant": "bad", "family": {"mask_ratio": {"variants": {
-        "bad": {"set": ["pairs.format=full_sentences"], "pairs": "data/pairs"}}}}})
-    with pytest.raises(ConfigError, match="expected 'data/variants/bad'"):
-        apply_variant(cfg, "pretrain")
+
+
+def test_a_grid_naming_an_unknown_variant_or_family_is_a_clear_error():
+    with pytest.raises(ConfigError, match="variant=.layers_5. is not defined"):
+        compose(["grid.pretrain=[layers_5]"])
+    with pytest.raises(ConfigError, match=r"grid.families: \['nope'\] not defined"):
+        load_families(["nope"])

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from pipeline.masking import IGNORE, MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
+from pipeline.model.config import IGNORE_INDEX
+from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 
 MASK, CLS, SEP, V = 4, 2, 3, 1000
 
@@ -25,7 +26,7 @@ def test_counts_and_proportions():
     cfg = MaskingConfig()
     corrupted, labels = mask_tokens(ids, special, cfg, mask_id=MASK, vocab_size=V,
                                     generator=torch.Generator().manual_seed(1))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     assert not (chosen & special).any()
     assert torch.equal(labels[chosen], ids[chosen])
     lengths = (ids != 0).sum(1)
@@ -45,7 +46,7 @@ def test_always_mask_procedure_and_cap():
                         max_predictions_per_seq=7)
     corrupted, labels = mask_tokens(ids, special, cfg, mask_id=MASK, vocab_size=V,
                                     generator=torch.Generator().manual_seed(2))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     assert (chosen.sum(1) == 7).all()
     assert (corrupted[chosen] == MASK).all()
 
@@ -69,7 +70,7 @@ def test_every_masking_procedure_of_the_paper(mask, same, rnd):
     cfg = MaskingConfig(mask_token_prob=mask, keep_prob=same, random_token_prob=rnd)
     corrupted, labels = mask_tokens(ids, special, cfg, mask_id=MASK, vocab_size=V,
                                     generator=torch.Generator().manual_seed(5))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     got_mask = (corrupted[chosen] == MASK).float().mean().item()
     got_same = (corrupted[chosen] == ids[chosen]).float().mean().item()
     # a random token equals the original (or [MASK]) with probability ~1/V
@@ -86,7 +87,7 @@ def test_whole_word_masking_takes_all_pieces_of_a_word():
     cfg = MaskingConfig(whole_word=True, max_predictions_per_seq=40)
     corrupted, labels = mask_tokens(ids, special, cfg, mask_id=MASK, vocab_size=V, continuation=table,
                                     generator=torch.Generator().manual_seed(6))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     for row in range(0, ids.shape[0], 7):
         word = -1
         words: dict[int, set[bool]] = {}
@@ -108,9 +109,9 @@ def test_whole_word_masking_takes_all_pieces_of_a_word():
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def wiki_batch(wikitext, tmp_path_factory):
-    from pipeline.data import pad_collate
-    from pipeline.pairs import write_examples
-    from pipeline.shards import PairsDataset
+    from pipeline.data.datamodule import pad_collate
+    from pipeline.data.pairs import write_examples
+    from pipeline.data.shards import PairsDataset
 
     ids = wikitext.ids
     out = tmp_path_factory.mktemp("wiki_pairs") / "p"
@@ -131,7 +132,7 @@ def test_masking_procedures_on_real_text(wiki_batch, mask, same, rnd):
     cfg = MaskingConfig(mask_token_prob=mask, keep_prob=same, random_token_prob=rnd, max_predictions_per_seq=128)
     corrupted, labels = mask_tokens(input_ids, special, cfg, mask_id=ids["mask"], vocab_size=V_real,
                                     generator=torch.Generator().manual_seed(11))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     assert not (chosen & special).any()  # [CLS], [SEP] and padding are never chosen
     assert torch.equal(corrupted[~chosen], input_ids[~chosen])
     lengths = (input_ids != 0).sum(1)  # counts [CLS] and [SEP], as the original does
@@ -154,7 +155,7 @@ def test_whole_word_masking_never_splits_a_real_word(wiki_batch):
     cfg = MaskingConfig(whole_word=True)
     corrupted, labels = mask_tokens(input_ids, special, cfg, mask_id=ids["mask"], vocab_size=len(table),
                                     continuation=table, generator=torch.Generator().manual_seed(12))
-    chosen = labels != IGNORE
+    chosen = labels != IGNORE_INDEX
     assert not (chosen & special).any()
     continues = table[input_ids] & ~special
     # A continuation piece is chosen exactly when the piece before it is (same word).
@@ -180,7 +181,7 @@ def test_static_masks_depend_on_the_example_not_the_batch(wiki_batch):
     padded_special = torch.nn.functional.pad(special[:16][order], (0, 7), value=True)
     b, lb = mask_examples(padded, padded_special, [seeds[i] for i in order], cfg, **kw)
     assert torch.equal(b[:, :rows.shape[1]], a[order]) and torch.equal(lb[:, :rows.shape[1]], la[order])
-    assert (lb[:, rows.shape[1]:] == IGNORE).all()
+    assert (lb[:, rows.shape[1]:] == IGNORE_INDEX).all()
     # Another seed (another stored copy of the example) gets another mask.
     c, lc = mask_examples(rows, special[:16], [example_seed(1234, i + 16) for i in range(16)], cfg, **kw)
     assert not torch.equal(lc, la)

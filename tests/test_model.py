@@ -6,15 +6,9 @@ import re
 import pytest
 import torch
 
-from pipeline.model import (
-    BertConfig,
-    BertForPreTraining,
-    BertForSequenceClassification,
-    BertModel,
-    load_hf,
-    pretraining_loss,
-    save_hf,
-)
+from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel, pretraining_loss
+from pipeline.model.config import BertConfig
+from pipeline.model.hf import load_hf, save_hf
 from conftest import TINY_BERT as TINY
 
 
@@ -31,15 +25,17 @@ def random_ids(B=2, T=10, seed=0):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(hidden_size=130, num_attention_heads=4), "model.hidden_size=130 is not divisible by model.num_attention_heads=4"),
-    (dict(num_hidden_layers=0), "model.num_hidden_layers=0 must be a positive integer"),
-    (dict(vocab_size=-5), "model.vocab_size=-5 must be a positive integer"),
-    (dict(intermediate_size=64.0), "model.intermediate_size=64.0 must be a positive integer"),
-    (dict(hidden_dropout_prob=1.0), "model.hidden_dropout_prob=1.0 must be a probability in [0, 1)"),
-    (dict(attention_probs_dropout_prob=-0.1), "model.attention_probs_dropout_prob=-0.1 must be a probability"),
-    (dict(hidden_act="swish"), "model.hidden_act='swish' is not one of"),
-    (dict(pad_token_id=100), "model.pad_token_id=100 must be a token id in [0, model.vocab_size=100)"),
-    (dict(layer_norm_eps=0), "model.layer_norm_eps=0 must be a positive number"),
+    (dict(hidden_size=130, num_attention_heads=4),
+     "model.hidden_size=130 is not allowed: expected a multiple of model.num_attention_heads=4"),
+    (dict(num_hidden_layers=0), "model.num_hidden_layers=0 is not allowed: expected a positive integer"),
+    (dict(vocab_size=-5), "model.vocab_size=-5 is not allowed: expected a positive integer"),
+    (dict(intermediate_size=64.0), "model.intermediate_size=64.0 is not allowed: expected a positive integer"),
+    (dict(hidden_dropout_prob=1.0), "model.hidden_dropout_prob=1.0 is not allowed: expected a probability in [0, 1)"),
+    (dict(attention_probs_dropout_prob=-0.1), "model.attention_probs_dropout_prob=-0.1 is not allowed: expected a "
+                                              "probability"),
+    (dict(hidden_act="swish"), "model.hidden_act='swish' is not allowed: expected one of gelu, relu"),
+    (dict(pad_token_id=100), "model.pad_token_id=100 is not allowed: expected a token id in [0, model.vocab_size=100)"),
+    (dict(layer_norm_eps=0), "model.layer_norm_eps=0 is not allowed: expected a positive number"),
 ])
 def test_config_rejects_bad_values_naming_key_and_value(overrides, message):
     with pytest.raises(ValueError) as e:
@@ -285,5 +281,5 @@ def test_config_mismatch_is_a_clear_error(tmp_path):
         load_hf(tmp_path / "m")
     config["num_attention_heads"] = 5
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="model.hidden_size=32 is not divisible"):
+    with pytest.raises(ValueError, match="model.hidden_size=32 is not allowed: expected a multiple of"):
         load_hf(tmp_path / "m")

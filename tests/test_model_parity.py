@@ -6,15 +6,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from pipeline.model import (  # noqa: E402
-    BertConfig,
-    BertForPreTraining,
-    BertForSequenceClassification,
-    BertModel,
-    load_hf,
-    pretraining_loss,
-    save_hf,
-)
+from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel, pretraining_loss  # noqa: E402
+from pipeline.model.config import BertConfig  # noqa: E402
+from pipeline.model.hf import load_hf, save_hf  # noqa: E402
 from pipeline.model.hf import config_from_hf, config_to_hf  # noqa: E402
 from conftest import TINY_BERT as TINY  # noqa: E402
 

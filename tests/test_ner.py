@@ -9,7 +9,7 @@ import torch
 
 from conftest import run_stage, tiny_export
 from pipeline.errors import DataError
-from pipeline.tasks.ner import conll, read_conll, to_iob2
+from pipeline.finetune.tasks.conll import conll, read_conll, to_iob2
 
 IOB1 = """-DOCSTART- -X- -X- O
 
@@ -69,11 +69,13 @@ def test_an_entity_type_missing_from_train_is_refused(tmp_path):
 
 
 def test_words_are_labelled_on_their_first_piece(tmp_path):
-    from pipeline.ner import IGNORE, encode_ner
-    from pipeline.tasks.ner import Sentence
-    from pipeline.wordpiece import train_wordpiece, load_tokenizer
+    from pipeline.finetune.tokens import encode_ner
+    from pipeline.model.config import IGNORE_INDEX
+    from pipeline.finetune.tasks.conll import Sentence
+    from pipeline.data.tokenizer import load_tokenizer
+    from pipeline.data.wordpiece import train_wordpiece
 
-    from pipeline.corpus import bible_documents
+    from pipeline.data.corpus import bible_documents
 
     docs = list(bible_documents())[:50]
     train_wordpiece((x for d in docs for x in d.sentences), tmp_path / "tok", vocab_size=300, progress=False)
@@ -84,11 +86,11 @@ def test_words_are_labelled_on_their_first_piece(tmp_path):
     assert len(pieces.ids) > 5  # the long word splits into several pieces
     first = [i for i, w in enumerate(pieces.word_ids) if w is not None and (i == 0 or pieces.word_ids[i - 1] != w)]
     assert [enc["labels"][i] for i in first] == [1, 0, 2]
-    assert sum(x != IGNORE for x in enc["labels"]) == 3
+    assert sum(x != IGNORE_INDEX for x in enc["labels"]) == 3
 
 
 def test_entity_scores_are_seqeval_f1():
-    from pipeline.ner import entity_scores
+    from pipeline.finetune.tokens import entity_scores
 
     gold = [["B-PER", "I-PER", "O", "B-LOC"]]
     pred = [["B-PER", "I-PER", "O", "O"]]
@@ -132,7 +134,7 @@ def _synthetic_conll(path, n, seed):
 
 
 def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
-    from pipeline.finetune import MODES
+    from pipeline.finetune.modes import MODES
 
     tiny_export(tmp_path)
     _synthetic_conll(tmp_path / "train.txt", 80, 0)

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import pairs as pairs_mod
-from pipeline.errors import DataError
-from pipeline.encoded import EncodedCorpus, encode_corpus, encode_documents_to_corpus
-from pipeline.pairs import (make_examples, packed_examples, pair_examples, plan_shards, shard_rng, trim_counts,
+from pipeline.data import pairs as pairs_mod
+from pipeline.errors import DataError, LabError
+from pipeline.data.encoded import EncodedCorpus, encode_corpus, encode_documents_to_corpus
+from pipeline.data.pairs import (make_examples, packed_examples, pair_examples, plan_shards, shard_rng, trim_counts,
                             write_examples)
-from pipeline.shards import NO_NSP_LABEL, PairsDataset
+from pipeline.data.shards import PairsDataset
+from pipeline.model.config import IGNORE_INDEX
 
 CLS, SEP, FIRST_WORD_ID = 2, 3, 5  # 0 [PAD], 1 [UNK], 4 [MASK] are unused in synthetic corpora
 
@@ -70,7 +71,8 @@ def test_text_that_looks_like_special_tokens_is_encoded_as_text(wikitext, tmp_pa
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_encoding_of_odd_text_matches_the_tokenizer(tmp_path, lowercase):
     """Plain-ASCII runs skip the normalizer; everything else must come out as the tokenizer makes it."""
-    from pipeline.wordpiece import load_tokenizer, train_wordpiece
+    from pipeline.data.tokenizer import load_tokenizer
+    from pipeline.data.wordpiece import train_wordpiece
 
     sentences = ["The Café served crème brûlée .", "Plain ASCII words , UPPER and lower .",
                  "Tabs\tand\x0bvertical\x0cfeeds here .", "Bell\x07and escape\x1b inside words .",
@@ -234,7 +236,7 @@ def test_packed_examples_have_one_segment_and_no_nsp_label(wikitext, tmp_path):
     assert ds.format == "full_sentences"
     for i in range(0, len(ds), 37):
         item = ds[i]
-        assert item["next_sentence_label"] == NO_NSP_LABEL and not item["token_type_ids"].any()
+        assert item["next_sentence_label"] == IGNORE_INDEX and not item["token_type_ids"].any()
         ids = item["input_ids"]
         assert ids[0] == wikitext.ids["cls"] and ids[-1] == wikitext.ids["sep"] and len(ids) <= 64
 
@@ -330,8 +332,8 @@ def test_peak_memory_does_not_grow_with_the_corpus(wikitext, tmp_path):
     text = wikitext.text.read_text(encoding="utf-8").rstrip("\n")
     script = textwrap.dedent("""
         import json, resource, sys
-        from pipeline.pairs import make_examples
-        from pipeline.wordpiece import load_tokenizer
+        from pipeline.data.pairs import make_examples
+        from pipeline.data.tokenizer import load_tokenizer
         tok = load_tokenizer(sys.argv[1])
         info = {}
         make_examples(tok, sys.argv[2], sys.argv[3], cls_id=2, sep_id=3, dupe_factor=2, shard_tokens=100_000,
@@ -380,7 +382,7 @@ def test_bad_settings_are_refused_before_any_work(wikitext, tmp_path):
                       ({"dupe_factor": 0}, "dupe_factor=0"), ({"num_workers": 0}, "num_workers=0"),
                       ({"cls_id": 9000}, "cls_id=9000")]:
         args = {"cls_id": 2, "sep_id": 3, **kw}
-        with pytest.raises(DataError, match=match):
+        with pytest.raises(LabError, match=match):
             make_examples(wikitext.tok, wikitext.text, tmp_path / "p", progress=False, **args)
     assert list(tmp_path.iterdir()) == []
 

@@ -22,10 +22,10 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
-STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs", "pretrain", "finetune", "report"]
 VARIANTS = ["nsp_off_full_sentences", "ltr"]  # grid=ci, which experiment=tiny selects
-VARIANT_STAGES = ["make_pairs_variant@nsp_off_full_sentences",
-                  *(f"{s}_variant@{v}" for s in ("pretrain", "finetune") for v in VARIANTS)]
+RUN_STAGES = [f"{s}@{v}" for s in ("pretrain", "finetune") for v in ("baseline", *VARIANTS)]
+STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
+          *RUN_STAGES, "report"]
 
 
 def _env(tmp: Path) -> dict:
@@ -69,10 +69,10 @@ def test_dvc_pipeline_end_to_end(project):
     dst, env = project
     out = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny"], dst, env)
     ran = _ran(out)
-    assert sorted(ran) == sorted(STAGES + VARIANT_STAGES), out[-2000:]
-    for before, after in (("make_pairs", "pretrain"), ("make_pairs_variant@nsp_off_full_sentences",
-                                                       "pretrain_variant@nsp_off_full_sentences"),
-                          ("pretrain_variant@ltr", "finetune_variant@ltr"), ("finetune_variant@ltr", "report")):
+    assert sorted(ran) == sorted(STAGES), out[-2000:]
+    for before, after in (("make_pairs@baseline", "pretrain@baseline"), ("make_pairs@nsp_off_full_sentences",
+                                                                         "pretrain@nsp_off_full_sentences"),
+                          ("pretrain@ltr", "finetune@ltr"), ("finetune@ltr", "report")):
         assert ran.index(before) < ran.index(after)
 
     # params.yaml is conf/ composed with the override
@@ -105,8 +105,7 @@ def test_dvc_pipeline_end_to_end(project):
     changed = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny",
                     "-S", "masking.mlm_probability=0.2"], dst, env)
     # (the variants inherit the baseline's masking, so they rerun too; their examples do not)
-    assert sorted(_ran(changed)) == sorted(["pretrain", "finetune", "report", *(
-        f"{s}_variant@{v}" for s in ("pretrain", "finetune") for v in VARIANTS)]), changed[-2000:]
+    assert sorted(_ran(changed)) == sorted([*RUN_STAGES, "report"]), changed[-2000:]
 
     # Every run is in MLflow with its params, git commit and data hashes.
     from mlflow.tracking import MlflowClient
@@ -161,7 +160,7 @@ def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):
     uri, artifacts = mlflow_server
     out = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny", "-S", "trainer.max_steps=20"],
                dst, {**env, "MLFLOW_TRACKING_URI": uri})
-    assert "pretrain" in _ran(out)
+    assert "pretrain@baseline" in _ran(out)
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)

@@ -18,7 +18,8 @@ from conftest import ROOT, run_stage
 from pipeline.config import compose, validate
 from pipeline.model.bert import BertConfig, BertForPreTraining, num_parameters, pretraining_loss
 from pipeline.optim import build_optimizer
-from pipeline.pretrain import BertPretraining, model_config
+from pipeline.pretrain.module import BertPretraining
+from pipeline.pretrain.run import model_config
 
 
 # --------------------------------------------------------------------------- #
@@ -248,7 +249,7 @@ def test_the_fused_optimiser_changes_speed_not_results():
 def test_length_grouped_batches_cut_padding_and_cover_each_share_once():
     import numpy as np
 
-    from pipeline.data import LengthGroupedBatches
+    from pipeline.data.datamodule import LengthGroupedBatches
 
     rng = np.random.default_rng(0)
     lengths = np.where(rng.random(5000) < 0.1, rng.integers(10, 128, 5000), 128)  # 10% short, as short targets

@@ -9,13 +9,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.corpus import bible_documents, prepare_corpus, text_documents
-from pipeline.data import pad_collate
+from pipeline.data.corpus import bible_documents, prepare_corpus, text_documents
+from pipeline.data.datamodule import pad_collate
 from pipeline.errors import DataError
-from pipeline.masking import IGNORE, MaskingConfig, mask_tokens
-from pipeline.pairs import make_examples
-from pipeline.shards import NO_NSP_LABEL, PairsDataset
-from pipeline.wordpiece import load_tokenizer, special_ids, train_wordpiece
+from pipeline.data.masking import MaskingConfig, mask_tokens
+from pipeline.data.pairs import make_examples
+from pipeline.data.shards import PairsDataset
+from pipeline.model.config import IGNORE_INDEX
+from pipeline.data.tokenizer import load_tokenizer, special_ids
+from pipeline.data.wordpiece import train_wordpiece
 
 MAX_LEN = 32
 _TOK = {}
@@ -76,7 +78,7 @@ def test_pipeline_invariants_on_arbitrary_text(docs, fmt, seed):
                 assert (types[: seps[0] + 1] == 0).all() and (types[seps[0] + 1:] == 1).all()
                 assert ex["next_sentence_label"] in (0, 1)
             else:  # packed: one segment, no NSP label
-                assert (types == 0).all() and ex["next_sentence_label"] == NO_NSP_LABEL
+                assert (types == 0).all() and ex["next_sentence_label"] == IGNORE_INDEX
         if not items:
             return
         batch = pad_collate(items[:16])
@@ -85,7 +87,7 @@ def test_pipeline_invariants_on_arbitrary_text(docs, fmt, seed):
         cfg = MaskingConfig(mlm_probability=0.3, max_predictions_per_seq=None)
         corrupted, labels = mask_tokens(inp, special, cfg, mask_id=ids["mask"], vocab_size=V,
                                         generator=torch.Generator().manual_seed(seed))
-        chosen = labels != IGNORE
+        chosen = labels != IGNORE_INDEX
         assert not (chosen & special).any()                      # never a special token or padding
         assert torch.equal(labels[chosen], inp[chosen])          # labels are the original ids, only where chosen
         assert torch.equal(corrupted[~chosen], inp[~chosen])     # nothing else changes

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.ablation import compare
+from pipeline.report.results import compare
 from pipeline.config import compose
-from pipeline.finetune import summarize
+from pipeline.finetune.training import summarize
 from pipeline.io import write_json
-from pipeline.report import build_report
+from pipeline.report.run import run as build_report
 
 # grid=ci runs two variants; nsp_off (a row of the NSP and objective tables) is left out of it.
 SCORES = {  # run -> mode -> dev accuracy per seed

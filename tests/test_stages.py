@@ -81,7 +81,7 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["dev_examples"] == 64
-    from pipeline.finetune import MODES
+    from pipeline.finetune.modes import MODES
 
     assert set(result["modes"]) == set(MODES) and result["metrics"] == ["f1", "accuracy"]
     for mode, r in result["modes"].items():
@@ -95,8 +95,8 @@ def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
 
     import transformers
 
-    from pipeline.corpus import bible_documents
-    from pipeline.wordpiece import train_wordpiece
+    from pipeline.data.corpus import bible_documents
+    from pipeline.data.wordpiece import train_wordpiece
 
     docs = list(bible_documents())[:200]
     train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tok", vocab_size=500, progress=False)

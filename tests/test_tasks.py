@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.corpus import in_valid_split
+from pipeline.data.corpus import in_valid_split
 from pipeline.errors import DataError
-from pipeline.tasks import bible_sections, glue
-from pipeline.tasks.bible import SECTIONS, book_sections
+from pipeline.finetune.tasks import bible_sections, glue
+from pipeline.finetune.tasks.bible import SECTIONS, book_sections
 
 from conftest import shared_data
 
@@ -83,7 +83,7 @@ GLUE_LAYOUTS = {
 
 @pytest.mark.parametrize("name", list(GLUE_LAYOUTS))
 def test_every_glue_task_reads_its_layout_with_its_metric(tmp_path, name):
-    from pipeline.tasks import GLUE_TASKS
+    from pipeline.finetune.tasks import GLUE_TASKS
 
     text, dev_file = GLUE_LAYOUTS[name]
     folder = tmp_path / GLUE_TASKS[name].folder
@@ -104,7 +104,7 @@ def test_every_glue_task_reads_its_layout_with_its_metric(tmp_path, name):
 
 
 def test_scores_are_the_official_metrics():
-    from pipeline.tasks import score
+    from pipeline.finetune.tasks import score
 
     got = score(["accuracy", "f1", "matthews"], [1, 1, 0, 0, 1], [1, 0, 0, 0, 1], 2)
     assert got["accuracy"] == pytest.approx(0.8) and got["f1"] == pytest.approx(0.8)
@@ -122,7 +122,7 @@ def test_custom_files_in_every_format_by_column_mapping(tmp_path, fmt, header):
     import csv
     import json
 
-    from pipeline.tasks import table
+    from pipeline.finetune.tasks import table
 
     rows = [("Great film, \"truly\".", "It is good.", "pos"), ("Dull; long", "It is bad.", "neg"),
             ("Fine", "Meh", "neu")]
@@ -154,7 +154,7 @@ def test_custom_files_in_every_format_by_column_mapping(tmp_path, fmt, header):
 
 
 def test_custom_regression_and_numeric_labels(tmp_path):
-    from pipeline.tasks import table
+    from pipeline.finetune.tasks import table
 
     (tmp_path / "t.csv").write_text("text,score\nvery good,4.5\nbad,1\n", encoding="utf-8")
     task = table("reg", str(tmp_path / "t.csv"), str(tmp_path / "t.csv"), text_a="text", label="score", regression=True)
@@ -172,7 +172,7 @@ def test_custom_regression_and_numeric_labels(tmp_path):
     ("text,label\na,x\n", {"regression": True}, r"label 'x' is not a number"),
 ])
 def test_custom_file_errors_name_file_line_and_expectation(tmp_path, content, kw, message):
-    from pipeline.tasks import table
+    from pipeline.finetune.tasks import table
 
     (tmp_path / "t.csv").write_text(content, encoding="utf-8")
     with pytest.raises(DataError, match=message):
@@ -182,7 +182,7 @@ def test_custom_file_errors_name_file_line_and_expectation(tmp_path, content, kw
 def test_hugging_face_datasets_from_a_local_copy(tmp_path):
     import datasets
 
-    from pipeline.tasks import hf_dataset
+    from pipeline.finetune.tasks import hf_dataset
 
     features = datasets.Features({"sentence": datasets.Value("string"),
                                   "label": datasets.ClassLabel(names=["negative", "positive"])})

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from conftest import original_ids, vocab_txt_pair
-from pipeline.config import SPECIAL_TOKENS
-from pipeline.corpus import bible_documents
-from pipeline.wordpiece import load_tokenizer, train_wordpiece
+from pipeline.data.tokenizer import SPECIAL_TOKENS
+from pipeline.data.corpus import bible_documents
+from pipeline.data.tokenizer import load_tokenizer
+from pipeline.data.wordpiece import train_wordpiece
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,9 @@ def test_pair_template_is_cls_a_sep_b_sep(tokenizer_dir):
 
 
 def test_cased_vocabulary_stays_cased_in_the_model_export(tmp_path):
-    from pipeline.model import BertConfig, BertForPreTraining, save_hf
+    from pipeline.model.bert import BertForPreTraining
+    from pipeline.model.config import BertConfig
+    from pipeline.model.hf import save_hf
 
     docs = list(itertools.islice(bible_documents(), 50))
     train_wordpiece((s for d in docs for s in d.sentences), tmp_path / "tok", vocab_size=300, lowercase=False,

@@ -14,80 +14,22 @@ nh heads, hd = H / nh head size.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pipeline.model.config import HIDDEN_ACTS, IGNORE_INDEX, BertConfig
+
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-# Names as Hugging Face spells them in config.json. "gelu" is the exact erf GELU of the
-# original BERT; "gelu_new" is the tanh approximation of GPT (within 1e-7 of HF's own).
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "gelu": F.gelu,
-    "relu": F.relu,
-    "gelu_new": _gelu_tanh,
-    "gelu_pytorch_tanh": _gelu_tanh,
-}
-
-
-# ---------------------------------------------------------------------------- config
-
-
-@dataclass
-class BertConfig:
-    vocab_size: int
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"  # exact erf GELU, as Hugging Face "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
-    causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
-
-    def __post_init__(self) -> None:
-        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"model.{key}={value!r} must be a positive integer")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"model.hidden_size={self.hidden_size} is not divisible by "
-                f"model.num_attention_heads={self.num_attention_heads}"
-            )
-        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise ValueError(f"model.{key}={value!r} must be a probability in [0, 1)")
-        for key in ("initializer_range", "layer_norm_eps"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"model.{key}={value!r} must be a positive number")
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"model.hidden_act={self.hidden_act!r} is not one of {sorted(ACTIVATIONS)}")
-        if isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int) \
-                or not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"model.pad_token_id={self.pad_token_id!r} must be a token id in [0, model.vocab_size={self.vocab_size})"
-            )
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"model.causal={self.causal!r} must be true or false")
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+# The activation of each name in config.json (within 1e-7 of Hugging Face's own).
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = dict(
+    zip(HIDDEN_ACTS, (F.gelu, F.relu, _gelu_tanh, _gelu_tanh)))
 
 
 class EncoderOutput(NamedTuple):
@@ -424,7 +366,8 @@ def pretraining_loss(
             "(gathered logits need gathered labels)"
         )
     # float(): a bf16 log-softmax over a whole vocabulary loses too much precision.
-    mlm_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), mlm_labels.reshape(-1), ignore_index=-100)
+    mlm_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), mlm_labels.reshape(-1),
+                               ignore_index=IGNORE_INDEX)
     if nsp_labels is None:
         return mlm_loss, mlm_loss, None
     nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.reshape(-1))

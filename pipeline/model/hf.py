@@ -20,9 +20,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from pipeline.data.tokenizer import SPECIAL_TOKENS as SPECIAL_TOKEN_LIST
 from pipeline.errors import DataError, MissingFileError
 from pipeline.io import atomic_dir
-from pipeline.model.bert import BertConfig, BertForPreTraining, BertForSequenceClassification
+from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification
+from pipeline.model.config import BertConfig
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +32,8 @@ log = logging.getLogger(__name__)
 # re-ties them on load, and safetensors refuses to store one tensor under two names.
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 
-# BERT's special tokens, as BertTokenizer names them.
-SPECIAL_TOKENS = {
-    "unk_token": "[UNK]",
-    "sep_token": "[SEP]",
-    "pad_token": "[PAD]",
-    "cls_token": "[CLS]",
-    "mask_token": "[MASK]",
-}
+# BERT's special tokens under the names BertTokenizer gives them.
+SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKEN_LIST))
 
 _HF_DEFAULT_VOCAB_SIZE = 30522  # transformers.BertConfig's default, for config.json files that omit it
 

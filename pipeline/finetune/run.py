@@ -1,0 +1,95 @@
+"""The finetune stage: one task, every configured mode (``pipeline.finetune.modes``), several seeds.
+
+A task with a label per text runs through ``pipeline.finetune.sentence``, one
+with a label per word (NER) through ``pipeline.finetune.tokens``; both offer the
+same three ways to train (fine-tune, frozen features, the classical baseline).
+Each (mode, seed) is one MLflow run tagged with the task, mode, seed and the
+pretrain run it started from. Results are reported per mode as mean and
+standard deviation over seeds of each of the task's metrics.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from pipeline.data.tokenizer import load_tokenizer
+from pipeline.errors import DataError
+from pipeline.finetune import tasks
+from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
+from pipeline.finetune.sentence import SentenceRunner
+from pipeline.finetune.tokens import TokenRunner
+from pipeline.finetune.training import Recipe, summarize
+from pipeline.io import read_json, write_json
+from pipeline.tracking import check_tracking, mlflow_logger, run_tags
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig) -> dict:
+    """Run every configured mode and seed on ``cfg.task``; write ``metrics/finetune.json``."""
+    check_tracking(cfg)  # before any compute
+    export_dir, pretrain_run = start(cfg)
+    task = instantiate(cfg.task.data)
+    runner_type = TokenRunner if isinstance(task, tasks.NerTask) else SentenceRunner
+    runner = runner_type(recipe(cfg), task, load_tokenizer(export_dir), export_dir)
+    # Hashed once: every (mode, seed) run starts from the same export.
+    input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
+                                                      "pretrain_run_id": pretrain_run})
+    results: dict[str, dict] = {}
+    for mode in cfg.finetune.modes:
+        started = time.perf_counter()
+        if mode == CLASSICAL:  # deterministic: one run
+            scores = runner.classical()
+            logger = open_run(cfg, task.name, mode, 0, input_tags)
+            logger.log_metrics({f"val/{k}": v for k, v in scores.items()}, step=0)
+            logger.finalize("success")
+            runs = [{"seed": 0, **scores, "mlflow_run_id": logger.run_id}]
+        else:
+            runs = []
+            for seed in cfg.finetune.seeds:
+                logger = open_run(cfg, task.name, mode, seed, input_tags)
+                result = runner.frozen(feature_set(mode), seed, logger) if is_frozen(mode) else \
+                    runner.fine_tune(mode, seed, logger)
+                runs.append({**result, "mlflow_run_id": logger.run_id})
+        results[mode] = {**summarize(runs, task.metrics), "seconds": round(time.perf_counter() - started, 1)}
+        log.info("%s: %s", mode, ", ".join(f"{m} {results[mode][f'{m}_mean']:.4f} ± {results[mode][f'{m}_std']:.4f}"
+                                           for m in task.metrics))
+    metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
+               "train_examples": len(runner.train), "dev_examples": len(runner.dev), "pretrain_run_id": pretrain_run,
+               "modes": results, "mode_order": list(results)}
+    write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
+    return metrics
+
+
+def start(cfg: DictConfig) -> tuple[Path, str]:
+    """The export every run starts from and the pretrain run that made it (``finetune.init_from`` or the stage's)."""
+    if cfg.finetune.get("init_from"):
+        # Any Hugging Face-format BERT folder (weights, config.json, tokenizer files).
+        export_dir = Path(cfg.finetune.init_from)
+        if not (export_dir / "config.json").is_file():
+            raise DataError(f"finetune.init_from={export_dir}: no config.json there (expected a BERT folder)")
+        return export_dir, f"external:{export_dir}"
+    return Path(cfg.paths.pretrain) / "hf", read_json(Path(cfg.paths.pretrain) / "run.json")["mlflow_run_id"]
+
+
+def recipe(cfg: DictConfig) -> Recipe:
+    ft = cfg.finetune
+    return Recipe(seeds=tuple(ft.seeds), epochs=ft.epochs, feature_epochs=ft.feature_epochs, batch_size=ft.batch_size,
+                  lr=ft.lr, feature_lr=ft.feature_lr, weight_decay=ft.weight_decay, warmup_ratio=ft.warmup_ratio,
+                  betas=tuple(ft.betas), eps=ft.eps, gradient_clip_val=ft.gradient_clip_val,
+                  eval_batch_size=ft.eval_batch_size, feature_eval_batch_size=ft.feature_eval_batch_size,
+                  eval_every_epoch=ft.eval_every_epoch, max_seq_length=cfg.task.max_seq_length,
+                  accelerator=cfg.trainer.accelerator, precision=cfg.runtime.precision,
+                  progress=cfg.runtime.progress, fused_optimizer=cfg.runtime.fused_optimizer)
+
+
+def open_run(cfg: DictConfig, task: str, mode: str, seed: int, input_tags: dict[str, str]):
+    """The MLflow run of one (mode, seed)."""
+    run_name = f"finetune-{cfg.get('variant') or 'baseline'}-{task}-{mode}-s{seed}"
+    logger = mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "mode": mode, "seed": str(seed)})
+    logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
+    return logger

@@ -1,0 +1,150 @@
+"""Tasks with a label (or a number) per text or text pair: GLUE, the demo task, your own tables.
+
+Each mode trains one network per seed:
+
+* ``pretrained`` / ``scratch`` -- ``BertForSequenceClassification``, a head on the pooled ``[CLS]``;
+* ``frozen_<set>`` -- a small head (``FeatureHead``) on each example's token
+  states averaged over its real tokens, at the layers of the feature set. The
+  states of every layer come from one pass of the frozen encoder, shared by
+  every feature set and seed;
+* ``tfidf`` -- TF-IDF word 1-2-grams with logistic regression (ridge for regression), scikit-learn.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lightning.pytorch as L
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from pipeline.data.datamodule import pad_collate
+from pipeline.finetune.heads import FeatureHead, pooled_states
+from pipeline.finetune.tasks.base import Example, TaskData, score
+from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+from pipeline.io import read_json
+from pipeline.model.bert import BertForSequenceClassification
+from pipeline.model.hf import config_from_hf, load_hf
+
+log = logging.getLogger(__name__)
+
+
+def encode(tok, examples: list[Example], max_seq_length: int) -> list[dict]:
+    """Token ids with BERT's ``[CLS] A [SEP] (B [SEP])`` template, truncated longest-first."""
+    tok.enable_truncation(max_seq_length)
+    pairs = [(e.text_a, e.text_b) if e.text_b is not None else e.text_a for e in examples]
+    encodings = tok.encode_batch(pairs)
+    return [{"input_ids": enc.ids, "token_type_ids": enc.type_ids, "label": e.label}
+            for enc, e in zip(encodings, examples)]
+
+
+class SentenceObjective:
+    """Cross-entropy (or MSE for regression) per text; the task's metrics over predicted classes (or values)."""
+
+    def __init__(self, task: TaskData):
+        self.task = task
+        self.headline = task.metrics[0]
+        self._preds: list[torch.Tensor] = []
+        self._targets: list[torch.Tensor] = []
+
+    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
+        if self.task.regression:
+            return F.mse_loss(outputs.squeeze(-1).float(), batch["label"].float())
+        return F.cross_entropy(outputs, batch["label"])
+
+    def batch_size(self, batch: dict) -> int:
+        return len(batch["label"])
+
+    def collect(self, outputs: torch.Tensor, batch: dict) -> None:
+        preds = outputs.squeeze(-1).float() if self.task.regression else outputs.argmax(-1)
+        self._preds.append(preds.cpu())
+        self._targets.append(batch["label"].cpu())
+
+    def scores(self) -> dict[str, float]:
+        if not self._preds:
+            return {}
+        out = score(self.task.metrics, torch.cat(self._preds), torch.cat(self._targets),
+                    max(2, self.task.num_outputs))
+        self._preds, self._targets = [], []
+        return out
+
+
+class SentenceRunner:
+    """The runs of one sentence task from one export: the encoded examples, and each mode's training."""
+
+    def __init__(self, recipe: Recipe, task: TaskData, tok, export_dir: Path):
+        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+        self.train = encode(tok, task.train, recipe.max_seq_length)
+        self.dev = encode(tok, task.dev, recipe.max_seq_length)
+        self._states: tuple[torch.Tensor, torch.Tensor] | None = None
+        log.info("task %s: %d train, %d dev examples, %s", task.name, len(self.train), len(self.dev),
+                 "regression" if task.regression else f"{len(task.labels)} labels")
+
+    def fine_tune(self, mode: str, seed: int, logger) -> dict:
+        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
+        r = self.recipe
+        L.seed_everything(seed, workers=True, verbose=False)
+        torch.manual_seed(seed)  # the classifier head (and, from scratch, everything) starts from this seed
+        if mode == "pretrained":
+            model = load_hf(self.export_dir, BertForSequenceClassification, num_labels=self.task.num_outputs)
+        else:
+            model = BertForSequenceClassification(config_from_hf(read_json(self.export_dir / "config.json")),
+                                                  self.task.num_outputs)
+        model.train()  # load_hf returns eval mode; both starts must train with dropout alike
+        g = torch.Generator().manual_seed(seed)
+        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
+        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=pad_collate)
+        module = Finetuning(model, SentenceObjective(self.task), r.optim(r.lr), r.epochs * len(train),
+                            r.fused_optimizer)
+        return {"seed": seed, **fit_and_score(r, module, logger, r.epochs, train, dev, self.task.metrics)}
+
+    def frozen(self, feature_set: str, seed: int, logger) -> dict:
+        """Train a small head on frozen, pooled features with one seed."""
+        r = self.recipe
+        train_states, dev_states = self.states()
+        dtype = torch.float32 if self.task.regression else torch.long
+        train_labels = torch.tensor([e["label"] for e in self.train], dtype=dtype)
+        dev_labels = torch.tensor([e["label"] for e in self.dev], dtype=dtype)
+        L.seed_everything(seed, workers=True, verbose=False)
+        head = FeatureHead(feature_set, train_states.shape[1], train_states.shape[2], self.task.num_outputs)
+
+        def loader(states, labels, shuffle):
+            collate = lambda items: {"states": torch.stack([s for s, _ in items]),  # noqa: E731
+                                     "label": torch.stack([y for _, y in items])}
+            return DataLoader(TensorDataset(states, labels), batch_size=r.batch_size if shuffle else
+                              r.feature_eval_batch_size, shuffle=shuffle, collate_fn=collate,
+                              generator=torch.Generator().manual_seed(seed) if shuffle else None)
+
+        train, dev = loader(train_states, train_labels, True), loader(dev_states, dev_labels, False)
+        module = Finetuning(head, SentenceObjective(self.task), r.optim(r.feature_lr), r.feature_epochs * len(train),
+                            r.fused_optimizer, inputs=("states",))
+        result = {"seed": seed, **fit_and_score(r, module, logger, r.feature_epochs, train, dev, self.task.metrics)}
+        if feature_set == "weighted":
+            result["layer_weights"] = head.mix.weights()
+        return result
+
+    def states(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(train, dev) pooled states of every layer of the frozen encoder, computed once for every head and seed."""
+        if self._states is None:
+            encoder = load_hf(self.export_dir, BertForSequenceClassification, num_labels=self.task.num_outputs).bert
+            self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
+                            pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
+        return self._states
+
+    def classical(self) -> dict:
+        """TF-IDF word 1-2-grams + logistic regression (ridge for regression); a pair is its two texts joined."""
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression, Ridge
+
+        def texts(examples):
+            return [e.text_a if e.text_b is None else f"{e.text_a} {e.text_b}" for e in examples]
+
+        task = self.task
+        vec = TfidfVectorizer(ngram_range=(1, 2))
+        x_train = vec.fit_transform(texts(task.train))
+        model = Ridge() if task.regression else LogisticRegression(max_iter=2000)
+        model.fit(x_train, [e.label for e in task.train])
+        preds = model.predict(vec.transform(texts(task.dev)))
+        return score(task.metrics, torch.as_tensor(preds), torch.as_tensor([e.label for e in task.dev]),
+                     max(2, task.num_outputs))

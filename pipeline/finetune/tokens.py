@@ -1,0 +1,176 @@
+"""Named-entity recognition: the same modes as sentence tasks, with a label per word.
+
+* ``pretrained`` / ``scratch`` -- ``BertForTokenClassification``: a label per
+  token from the last hidden states; each word is labelled (and scored) on its
+  first word piece, the other pieces are ignored;
+* ``frozen_<features>`` -- the paper's feature-based NER: the frozen encoder's
+  per-token states of the chosen layers feed a two-layer BiLSTM and a linear
+  layer (the only parts that train; ``FrozenBiLSTMTagger``);
+* ``tfidf`` -- the linear baseline: logistic regression per word on sparse
+  word features (the word, lowercased, its prefixes and suffixes, shape, and
+  its neighbours).
+
+Scored by entity-level precision, recall and F1 (``seqeval``, CoNLL's rules);
+words cut off by ``task.max_seq_length`` count as predicted ``O``.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lightning.pytorch as L
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from pipeline.data.datamodule import pad_collate
+from pipeline.finetune.heads import FrozenBiLSTMTagger
+from pipeline.finetune.tasks.conll import NerTask, Sentence
+from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+from pipeline.io import read_json
+from pipeline.model.bert import BertForTokenClassification, BertModel
+from pipeline.model.config import IGNORE_INDEX
+from pipeline.model.hf import config_from_hf, load_hf
+
+log = logging.getLogger(__name__)
+
+
+def encode_ner(tok, sentences: list[Sentence], max_seq_length: int) -> list[dict]:
+    """Word pieces of each sentence with the word's tag on its first piece, ``IGNORE_INDEX`` elsewhere."""
+    tok.enable_truncation(max_seq_length)
+    encodings = tok.encode_batch([list(s.words) for s in sentences], is_pretokenized=True)
+    out = []
+    for i, (enc, s) in enumerate(zip(encodings, sentences)):
+        labels, seen = [], set()
+        for w in enc.word_ids:
+            if w is None or w in seen:
+                labels.append(IGNORE_INDEX)
+            else:
+                seen.add(w)
+                labels.append(s.tags[w])
+        out.append({"input_ids": enc.ids, "token_type_ids": enc.type_ids, "labels": labels, "index": i})
+    return out
+
+
+def ner_collate(items: list[dict]) -> dict[str, torch.Tensor]:
+    batch = pad_collate([{k: v for k, v in it.items() if k != "labels"} for it in items])
+    labels = torch.full(batch["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
+    for i, it in enumerate(items):
+        labels[i, :len(it["labels"])] = torch.tensor(it["labels"])
+    batch["labels"] = labels
+    return batch
+
+
+def entity_scores(gold: list[list[str]], pred: list[list[str]]) -> dict[str, float]:
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    return {"f1": round(float(f1_score(gold, pred)), 6), "precision": round(float(precision_score(gold, pred)), 6),
+            "recall": round(float(recall_score(gold, pred)), 6)}
+
+
+class TaggingObjective:
+    """Cross-entropy over labelled word pieces; entity-level scores of whole dev sentences."""
+
+    headline = "f1"
+
+    def __init__(self, task: NerTask):
+        self.task = task
+        self._gold: list[list[str]] = []
+        self._pred: list[list[str]] = []
+
+    def loss(self, logits: torch.Tensor, batch: dict) -> torch.Tensor:  # logits (B, T, C)
+        keep = batch["labels"] != IGNORE_INDEX
+        return F.cross_entropy(logits[keep], batch["labels"][keep])
+
+    def batch_size(self, batch: dict) -> int:
+        return len(batch["index"])
+
+    def collect(self, logits: torch.Tensor, batch: dict) -> None:
+        pred = logits.argmax(-1)
+        names = self.task.labels
+        for row, i in enumerate(batch["index"].tolist()):
+            gold = [names[t] for t in self.task.dev[i].tags]
+            tags = [names[t] for t in pred[row][batch["labels"][row] != IGNORE_INDEX].tolist()]
+            self._gold.append(gold)
+            self._pred.append(tags + ["O"] * (len(gold) - len(tags)))  # words cut off by truncation
+
+    def scores(self) -> dict[str, float]:
+        if not self._gold:
+            return {}
+        out = entity_scores(self._gold, self._pred)
+        self._gold, self._pred = [], []
+        return out
+
+
+class TokenRunner:
+    """The runs of one NER task from one export: the encoded sentences, and each mode's training."""
+
+    def __init__(self, recipe: Recipe, task: NerTask, tok, export_dir: Path):
+        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+        self.train = encode_ner(tok, task.train, recipe.max_seq_length)
+        self.dev = encode_ner(tok, task.dev, recipe.max_seq_length)
+        log.info("task %s: %d train, %d dev sentences, %d tags", task.name, len(self.train), len(self.dev),
+                 len(task.labels))
+
+    def fine_tune(self, mode: str, seed: int, logger) -> dict:
+        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
+        L.seed_everything(seed, workers=True, verbose=False)
+        torch.manual_seed(seed)
+        if mode == "pretrained":
+            model = load_hf(self.export_dir, BertForTokenClassification, num_labels=self.task.num_outputs).train()
+        else:
+            model = BertForTokenClassification(config_from_hf(read_json(self.export_dir / "config.json")),
+                                               self.task.num_outputs)
+        return {"seed": seed, **self._fit(model, seed, logger, self.recipe.lr, self.recipe.epochs)}
+
+    def frozen(self, feature_set: str, seed: int, logger) -> dict:
+        """A two-layer BiLSTM tagger on the frozen encoder's states, with one seed."""
+        L.seed_everything(seed, workers=True, verbose=False)
+        torch.manual_seed(seed)
+        model = FrozenBiLSTMTagger(load_hf(self.export_dir, BertModel), feature_set, self.task.num_outputs).train()
+        result = {"seed": seed, **self._fit(model, seed, logger, self.recipe.feature_lr, self.recipe.feature_epochs)}
+        if feature_set == "weighted":
+            result["layer_weights"] = model.mix.weights()
+        return result
+
+    def _fit(self, model, seed: int, logger, lr: float, epochs: int) -> dict:
+        r = self.recipe
+        g = torch.Generator().manual_seed(seed)
+        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=ner_collate)
+        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=ner_collate)
+        module = Finetuning(model, TaggingObjective(self.task), r.optim(lr), epochs * len(train), r.fused_optimizer)
+        return fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
+
+    def classical(self) -> dict:
+        return linear_baseline(self.task)
+
+
+def word_features(words: tuple[str, ...], i: int) -> dict[str, float]:
+    w = words[i]
+    shape = "".join("X" if c.isupper() else "x" if c.islower() else "d" if c.isdigit() else c for c in w)[:6]
+    f = {f"w={w}": 1.0, f"lw={w.lower()}": 1.0, f"p3={w[:3]}": 1.0, f"s3={w[-3:]}": 1.0, f"shape={shape}": 1.0}
+    for off in (-1, 1):
+        j = i + off
+        f[f"w{off:+d}={words[j].lower() if 0 <= j < len(words) else '<s>'}"] = 1.0
+    return f
+
+
+def linear_baseline(task: NerTask) -> dict:
+    """The linear baseline: logistic regression per word on sparse word features."""
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    def feats(sents):
+        return [word_features(s.words, i) for s in sents for i in range(len(s.words))]
+
+    vec = DictVectorizer()
+    x = vec.fit_transform(feats(task.train))
+    y = [t for s in task.train for t in s.tags]
+    clf = LogisticRegression(max_iter=2000).fit(x, y)
+    flat = clf.predict(vec.transform(feats(task.dev))).tolist()
+    gold, pred, k = [], [], 0
+    for s in task.dev:
+        gold.append([task.labels[t] for t in s.tags])
+        pred.append([task.labels[t] for t in flat[k:k + len(s.words)]])
+        k += len(s.words)
+    return entity_scores(gold, pred)

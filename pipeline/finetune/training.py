@@ -1,0 +1,127 @@
+"""What every fine-tuning run shares, whatever the kind of task: the recipe, the Trainer, the LightningModule.
+
+A run trains one network (a fine-tuned BERT, a BERT from scratch, or a head on
+frozen features) with one seed. ``Finetuning`` is the wiring: the loss of each
+batch and the task's scores over each dev pass come from an ``Objective`` --
+a label per text (``pipeline.finetune.sentence``) or a label per word
+(``pipeline.finetune.tokens``).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Protocol
+
+import lightning.pytorch as L
+import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
+from torch import nn
+
+from pipeline.optim import build_optimizer
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The ``finetune`` settings (and where and how fast it runs), unpacked from the config by the stage."""
+
+    seeds: tuple[int, ...]
+    epochs: int                   # passes when every weight trains (fine-tuned and from scratch)
+    feature_epochs: int           # passes for a head on frozen features
+    batch_size: int
+    lr: float                     # peak, fine-tuned and from scratch
+    feature_lr: float             # peak, heads on frozen features
+    weight_decay: float
+    warmup_ratio: float
+    betas: tuple[float, float]
+    eps: float
+    gradient_clip_val: float
+    eval_batch_size: int          # dev batches of token sequences (and the frozen encoder's passes)
+    feature_eval_batch_size: int  # dev batches of precomputed features
+    eval_every_epoch: bool
+    max_seq_length: int           # the task's
+    accelerator: str = "cpu"
+    precision: str = "32-true"
+    progress: bool = False
+    fused_optimizer: bool = True
+
+    def optim(self, lr: float) -> dict:
+        return {"name": "adamw", "lr": lr, "weight_decay": self.weight_decay, "warmup_ratio": self.warmup_ratio,
+                "betas": list(self.betas), "eps": self.eps}
+
+    def trainer(self, logger, epochs: int) -> L.Trainer:
+        return L.Trainer(max_epochs=epochs, accelerator=self.accelerator, devices=1, precision=self.precision,
+                         logger=logger, deterministic=True, enable_checkpointing=False, enable_model_summary=False,
+                         num_sanity_val_steps=0, enable_progress_bar=self.progress, log_every_n_steps=10,
+                         gradient_clip_val=self.gradient_clip_val, default_root_dir=None,
+                         callbacks=[TQDMProgressBar(refresh_rate=10)] if self.progress else None)
+
+
+class Objective(Protocol):
+    """A kind of task: its loss on a batch, and its scores accumulated over a dev pass."""
+
+    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor: ...
+
+    def batch_size(self, batch: dict) -> int: ...
+
+    def collect(self, outputs: torch.Tensor, batch: dict) -> None: ...
+
+    def scores(self) -> dict[str, float]:
+        """The task's metrics over what was collected since the last call (which starts afresh)."""
+        ...
+
+    @property
+    def headline(self) -> str: ...
+
+
+class Finetuning(L.LightningModule):
+    """A trainable network on a task. ``inputs`` names the batch entries the network takes:
+    the token tensors for a BERT, ``("states",)`` for a head on precomputed features."""
+
+    TOKENS = ("input_ids", "token_type_ids", "attention_mask")
+
+    def __init__(self, net: nn.Module, objective: Objective, optim: dict, total_steps: int,
+                 fused_optimizer: bool = True, inputs: tuple[str, ...] = TOKENS):
+        super().__init__()
+        self.net, self.objective, self.inputs = net, objective, inputs
+        self.optim, self.total_steps, self.fused = optim, total_steps, fused_optimizer
+
+    def outputs(self, batch: dict) -> torch.Tensor:
+        return self.net(*(batch[k] for k in self.inputs))
+
+    def training_step(self, batch, batch_idx):
+        loss = self.objective.loss(self.outputs(batch), batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=self.objective.batch_size(batch))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        out = self.outputs(batch)
+        self.log("val/loss", self.objective.loss(out, batch), on_epoch=True,
+                 batch_size=self.objective.batch_size(batch))
+        self.objective.collect(out, batch)
+
+    def on_validation_epoch_end(self) -> None:
+        for k, v in self.objective.scores().items():
+            self.log(f"val/{k}", v, prog_bar=k == self.objective.headline)
+
+    def configure_optimizers(self):
+        return build_optimizer(self.net, self.optim, self.total_steps, fused=self.fused)
+
+
+def fit_and_score(recipe: Recipe, module: Finetuning, logger, epochs: int, train_loader, dev_loader,
+                  metrics: list[str]) -> dict:
+    """Train, then score on dev: ``{metric: value, ..., "loss": value}`` (dev scores after every epoch
+    too when ``recipe.eval_every_epoch``; the final score is taken either way)."""
+    trainer = recipe.trainer(logger, epochs)
+    trainer.fit(module, train_loader, dev_loader if recipe.eval_every_epoch else None)
+    final = trainer.validate(module, dev_loader, verbose=False)[0]
+    return {**{m: round(float(final[f"val/{m}"]), 6) for m in metrics}, "loss": round(float(final["val/loss"]), 6)}
+
+
+def summarize(runs: list[dict], metrics: list[str]) -> dict:
+    """Mean and standard deviation over seeds of each metric (std 0 for a single run)."""
+    out = {}
+    for m in metrics:
+        values = [r[m] for r in runs]
+        out[f"{m}_mean"] = round(statistics.fmean(values), 6)
+        out[f"{m}_std"] = round(statistics.stdev(values), 6) if len(values) > 1 else 0.0
+    return {**out, "n": len(runs), "runs": runs}

@@ -1,0 +1,207 @@
+"""The pretrain stage: the examples of ``paths.pairs`` -> a trained BERT, its Hugging Face export and metrics.
+
+``run`` reads like the stage's table of contents: tokenizer and model, data,
+the LightningModule, the checkpoint folder a rerun resumes from, the MLflow run,
+the Trainer, then training, export and the record of what was measured.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import logging
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import lightning.pytorch as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.data.datamodule import PairsDataModule
+from pipeline.data.masking import MaskingConfig, continuation_table
+from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
+from pipeline.errors import ConfigError
+from pipeline.io import atomic_dir, atomic_file, read_json, write_json
+from pipeline.model.bert import BertForPreTraining
+from pipeline.model.config import BertConfig
+from pipeline.model.hf import config_from_hf, load_hf, save_hf
+from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
+from pipeline.pretrain.module import BertPretraining
+from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
+
+# Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
+warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig) -> dict:
+    """Train BERT on ``paths.pairs``; write checkpoint + Hugging Face export to ``paths.pretrain``.
+
+    Checkpoints go to ``paths.checkpoints/<run key>`` every
+    ``trainer.checkpoint_every_n_steps``; a rerun of the same run (same settings
+    and data) resumes from the last one, with the same data order, masks and
+    dropout, and continues the same MLflow run.
+    """
+    check_tracking(cfg)  # before any compute
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    tok = load_tokenizer(cfg.paths.tokenizer)
+    data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=cfg.seed,
+                           num_workers=cfg.runtime.loader_workers, length_grouped=length_grouped(cfg))
+    module = build_module(cfg, tok)
+    folder = RunFolder(cfg.paths.checkpoints, checkpoint_key(cfg))
+    if folder.resume:
+        log.info("resuming from %s (step %d)", folder.resume, folder.resumed_step)
+    logger = open_run(cfg, folder)
+    # Under DDP/FSDP every process runs this function; only the first writes files and talks to MLflow.
+    zero = rank_zero_only.rank == 0
+    with (atomic_dir(cfg.paths.pretrain) if zero else _scratch_dir()) as tmp:
+        trainer = build_trainer(cfg, logger, root=tmp, checkpoints=folder.path)
+        start = time.perf_counter()
+        trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
+        train_seconds = time.perf_counter() - start
+        final = {k: round(float(v), 6) for k, v in trainer.validate(module, datamodule=data, verbose=False)[0].items()}
+        trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
+        if not zero:
+            return final
+        save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
+        write_json(tmp / "run.json", {"mlflow_run_id": logger.run_id})
+    metrics = {**final, "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
+               "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
+               "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id}
+    record(cfg, logger, metrics)
+    folder.remove()
+    return metrics
+
+
+def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig:
+    """The model to pretrain: the size preset, or the config of ``model.init_from``; causal for left-to-right."""
+    causal = cfg.objective.lm == "left_to_right"
+    init_from = cfg.model.get("init_from")
+    if init_from:
+        config = config_from_hf(read_json(Path(init_from) / "config.json"))
+        if config.vocab_size != vocab_size:
+            raise ConfigError(
+                f"model.init_from={init_from} has vocab_size={config.vocab_size}, but the tokenizer at "
+                f"paths.tokenizer has {vocab_size} tokens: expected the same vocabulary "
+                "(set tokenizer.from_folder to the same folder)")
+        return dataclasses.replace(config, causal=causal)
+    fields = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k not in ("name", "init_from")}
+    return BertConfig(vocab_size=vocab_size, causal=causal, **fields)
+
+
+def build_module(cfg: DictConfig, tok) -> BertPretraining:
+    """The LightningModule, its weights freshly initialised (from the seed) or from ``model.init_from``."""
+    ids = special_ids(tok)
+    module = BertPretraining(model_config(cfg, tok.get_vocab_size()), MaskingConfig(**cfg.masking),
+                             nsp=cfg.objective.nsp, optim=OmegaConf.to_container(cfg.optim),
+                             max_steps=cfg.trainer.max_steps, seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"],
+                             sep_id=ids["sep"],
+                             continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None,
+                             fused_optimizer=cfg.runtime.fused_optimizer)
+    if cfg.model.get("init_from"):
+        module.model.load_state_dict(load_hf(cfg.model.init_from, BertForPreTraining).state_dict())
+        log.info("starting from the weights in %s", cfg.model.init_from)
+    if cfg.runtime.compile:
+        module.model = torch.compile(module.model)
+    return module
+
+
+def checkpoint_key(cfg: DictConfig) -> str:
+    """The run's checkpoint folder name (``pipeline.pretrain.checkpoints.run_key``) for these settings."""
+    settings = {k: OmegaConf.to_container(cfg[k], resolve=True)
+                for k in ("objective", "model", "optim", "masking", "trainer")}
+    return run_key(settings, cfg.seed, cfg.paths.pairs, cfg.paths.tokenizer)
+
+
+def world_size(cfg: DictConfig) -> int:
+    """Processes that train together: ``trainer.devices`` (a count, a list, or "auto") x ``trainer.num_nodes``."""
+    d = cfg.trainer.devices
+    if isinstance(d, str) and d == "auto":
+        d = torch.cuda.device_count() if cfg.trainer.accelerator in ("gpu", "cuda", "auto") and \
+            torch.cuda.is_available() else 1
+    per_node = len(d) if OmegaConf.is_list(d) or isinstance(d, (list, tuple)) else int(d)
+    return max(1, per_node) * int(cfg.trainer.num_nodes)
+
+
+def device_batch_size(cfg: DictConfig) -> int:
+    """Sequences per device per forward pass: the global ``trainer.batch_size`` split over devices and accumulation."""
+    parts = world_size(cfg) * cfg.trainer.accumulate_grad_batches
+    if cfg.trainer.batch_size % parts:
+        raise ConfigError(f"trainer.batch_size={cfg.trainer.batch_size} is not allowed: expected a multiple of "
+                          f"devices x nodes x accumulate_grad_batches = {parts}")
+    return cfg.trainer.batch_size // parts
+
+
+def length_grouped(cfg: DictConfig) -> bool:
+    return bool(cfg.trainer.get("length_grouped", False))
+
+
+def open_run(cfg: DictConfig, folder: RunFolder):
+    """The run's MLflow logger: a new run, or the one a resumed checkpoint was recording into."""
+    run_name = f"pretrain-{cfg.get('variant') or 'baseline'}-{cfg.model.name}-{cfg.objective.name}"
+    logger = mlflow_logger(cfg, run_name=run_name,
+                           tags=run_tags({"pairs": cfg.paths.pairs, "tokenizer": cfg.paths.tokenizer},
+                                         {"stage": "pretrain"}), run_id=folder.run_id)
+    if rank_zero_only.rank == 0:
+        folder.remember_run(logger.run_id)
+    return logger
+
+
+def build_trainer(cfg: DictConfig, logger, root: Path, checkpoints: Path) -> L.Trainer:
+    """Lightning's Trainer for the configured budget, devices and precision, checkpointing into ``checkpoints``."""
+    t = cfg.trainer
+    return L.Trainer(
+        max_steps=t.max_steps, max_time=t.get("max_time"), accelerator=t.accelerator, devices=t.devices,
+        strategy=t.strategy, num_nodes=t.num_nodes, precision=cfg.runtime.precision,
+        accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=cfg.optim.gradient_clip_val,
+        val_check_interval=t.val_check_interval, check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches,
+        log_every_n_steps=t.log_every_n_steps, logger=logger, deterministic=True,
+        enable_progress_bar=cfg.runtime.progress, enable_model_summary=False, num_sanity_val_steps=0,
+        default_root_dir=str(root), plugins=[AtomicCheckpointIO()],
+        use_distributed_sampler=not length_grouped(cfg),  # length-grouped batches split over processes themselves
+        callbacks=[
+            ModelCheckpoint(dirpath=checkpoints, save_top_k=0, save_last=True,
+                            every_n_train_steps=t.checkpoint_every_n_steps),
+            ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
+                              length_fn=lambda b: int(b["attention_mask"].sum()),  # real tokens, padding excluded
+                              separator="/"),
+            # tqdm rather than rich: it also updates in logs and under `dvc repro` without a terminal.
+            *([TQDMProgressBar(refresh_rate=10)] if cfg.runtime.progress else []),
+        ],
+    )
+
+
+def record(cfg: DictConfig, logger, metrics: dict) -> None:
+    """``metrics/pretrain.json``, the curves for ``dvc plots``, and the export and metrics as MLflow artifacts."""
+    run_id = logger.run_id
+    write_json(Path(cfg.paths.metrics) / "pretrain.json", metrics)
+    write_curves(logger.experiment, run_id, Path(cfg.paths.plots))
+    if cfg.tracking.get("log_model", True):
+        logger.experiment.log_artifacts(run_id, str(Path(cfg.paths.pretrain) / "hf"), artifact_path="hf")
+    logger.experiment.log_dict(run_id, metrics, "metrics/pretrain.json")
+    logger.experiment.set_tag(run_id, "stopped_by", metrics["stopped_by"])
+
+
+@contextlib.contextmanager
+def _scratch_dir():
+    """Where a non-first process points Lightning's root folder: nothing it writes there is kept."""
+    with tempfile.TemporaryDirectory(prefix="bert-lab-rank-") as d:
+        yield Path(d)
+
+
+def write_curves(client, run_id: str, plots_dir: Path) -> None:
+    """Training and validation curves from MLflow, as CSV files for ``dvc plots``."""
+    for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/ltr_acc", "train/nsp_acc"],
+                        "val": ["val/loss", "val/mlm_acc", "val/ltr_acc", "val/nsp_acc", "val/perplexity"]}.items():
+        series = {k: dict(metric_history(client, run_id, k)) for k in keys}
+        series = {k: v for k, v in series.items() if v}
+        steps = sorted({s for v in series.values() for s in v})
+        with atomic_file(plots_dir / f"pretrain_{split}.csv", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["step"] + [k.split("/")[1] for k in series])
+            for s in steps:
+                w.writerow([s] + [("" if s not in v else f"{v[s]:.6g}") for v in series.values()])

@@ -1,0 +1,267 @@
+"""The report stage: the ablation grid's results to ``reports/`` (HTML, Markdown, figures, JSON).
+
+Numbers come from the metrics files the earlier stages wrote (declared DVC
+deps) through ``pipeline.report.results``; learning curves are read back from the
+MLflow runs those files name, never from "the newest run". ``index.html`` is
+self-contained (figures inlined) so it opens offline; ``ablations.json`` is the
+same content for machines and ``dvc metrics show``.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from pipeline.finetune.modes import mode_label  # noqa: E402
+from pipeline.io import atomic_dir, atomic_file, write_json  # noqa: E402
+from pipeline.report.results import BASELINE, fmt  # noqa: E402
+from pipeline.tracking import metric_history  # noqa: E402
+
+COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
+
+
+def pm(metric: str, s: dict | None) -> str:
+    return "—" if not s else f"{fmt(metric, s['mean'])} ± {fmt(metric, s['std'])}"
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _smooth(values: list[float], weight: float = 0.8) -> list[float]:
+    out, last = [], values[0] if values else 0.0
+    for v in values:
+        last = weight * last + (1 - weight) * v
+        out.append(last)
+    return out
+
+
+def curves_figure(client: MlflowClient, runs: list[tuple[str, str, str]], title: str):
+    """Learning curves of several pretraining runs: LM accuracy and loss against steps.
+
+    ``runs``: (label, MLflow run id, lm) with lm ``mlm`` or ``ltr``. Lines are
+    the training curve (smoothed), dots the validation checks.
+    """
+    fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for i, (label, run_id, lm) in enumerate(runs):
+        color = COLORS[i % len(COLORS)]
+        name = "masked LM" if lm == "mlm" else "left-to-right LM"
+        for ax, key in ((ax_acc, f"{lm}_acc"), (ax_loss, "loss")):
+            train = metric_history(client, run_id, f"train/{key}")
+            if train:
+                steps, values = zip(*train)
+                ax.plot(steps, _smooth(list(values)), "-", color=color, alpha=0.8, lw=1.2,
+                        label=f"{label} ({name})" if ax is ax_acc else label)
+            val = metric_history(client, run_id, f"val/{key}")
+            if val:
+                ax.plot(*zip(*val), "o", color=color, markersize=4)
+    ax_acc.set(xlabel="pretraining step", ylabel="token accuracy (dots: validation)", title=f"{title}: LM accuracy")
+    ax_loss.set(xlabel="pretraining step", ylabel="loss (dots: validation)", title=f"{title}: loss")
+    for ax in (ax_acc, ax_loss):
+        ax.grid(alpha=0.3)
+    ax_acc.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
+    """Dev metric per row with error bars (std over seeds); the TF-IDF baseline as a dashed line."""
+    rows = [r for r in fam["rows"] if r["ran"]]
+    series = [fam["rows"][0]["name"]] if fam["kind"] == "mode" else modes
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(rows) * max(1, len(series)) ** 0.5), 3.8))
+    width = 0.8 / len(series)
+    values = []
+    for j, mode in enumerate(series):
+        stats = [r["primary"] if fam["kind"] == "mode" else r["scores"].get(mode) for r in rows]
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
+        means = [100 * s["mean"] if s and metric in ("accuracy", "f1") else (s["mean"] if s else 0) for s in stats]
+        stds = [100 * s["std"] if s and metric in ("accuracy", "f1") else (s["std"] if s else 0) for s in stats]
+        values += means
+        ax.bar(xs, means, width * 0.95, yerr=stds, capsize=4, color=COLORS[j % len(COLORS)],
+               label=None if fam["kind"] == "mode" else mode_label(mode))
+    if fam["classical"]:
+        c = fam["classical"]["mean"] * (100 if metric in ("accuracy", "f1") else 1)
+        ax.axhline(c, ls="--", color="#555", lw=1, label=f"TF-IDF baseline ({c:.1f})")
+        values.append(c)
+    lo = min(values) if values else 0
+    ax.set_ylim(max(0, lo - 0.15 * (max(values) - lo + 1) - 2), max(values) + 2 if values else 1)
+    ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
+    unit = "%" if metric in ("accuracy", "f1") else ""
+    ax.set(ylabel=f"{task} dev {metric} {unit}".strip(), title=fam["title"])
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+class Doc:
+    """The report written once, as Markdown and as HTML side by side."""
+
+    def __init__(self):
+        self.md: list[str] = []
+        self.html: list[str] = []
+        self.figures: dict[str, bytes] = {}
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.md.append(f"{'#' * level} {text}\n")
+        self.html.append(f"<h{level}>{html.escape(text)}</h{level}>")
+
+    def para(self, text: str, cls: str = "") -> None:
+        self.md.append(f"{text}\n")
+        self.html.append(f"<p{f' class={cls!r}' if cls else ''}>{html.escape(text)}</p>")
+
+    def bullets(self, items: list[str]) -> None:
+        self.md.append("".join(f"- {t}\n" for t in items))
+        self.html.append("<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in items) + "</ul>")
+
+    def table(self, header: list[str], rows: list[list[str]], caption: str = "") -> None:
+        md = (f"*{caption}*\n\n" if caption else "") + "| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n"
+        self.md.append(md + "".join("| " + " | ".join(r) + " |\n" for r in rows))
+        h = "<table>" + (f"<caption>{html.escape(caption)}</caption>" if caption else "")
+        h += "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr>"
+        h += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        self.html.append(h + "</table>")
+
+    def figure(self, name: str, fig, alt: str) -> None:
+        data = _png(fig)
+        self.figures[name] = data
+        self.md.append(f"![{alt}](figures/{name})\n")
+        self.html.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">')
+
+
+def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None:
+    metric, modes, task = res["metric"], res["variant_modes"], res["task"]
+    doc.heading(fam["title"])
+    doc.para(fam["question"], cls="question")
+    paper_cols = list(dict.fromkeys(c for block in fam["paper"] for c in block["columns"]))
+    ref = fam["reference_row"]
+    if fam["kind"] == "mode":
+        header = ["setting", f"dev {metric} (mean ± std)", f"vs {ref}"]
+    else:
+        header = ["setting", *[f"{mode_label(m)} dev {metric}" for m in modes], f"vs {ref}",
+                  "val LM accuracy", "val perplexity", "pretraining s"]
+    header += [f"paper: {c}" for c in paper_cols]
+    rows = []
+    for r in fam["rows"]:
+        paper = [str(r["paper"].get(c, "")) for c in paper_cols]
+        if not r["ran"]:
+            rows.append([r["label"], "not in this grid (grid=full runs it)", *[""] * (len(header) - 2 - len(paper_cols)),
+                         *paper])
+            continue
+        c = r["vs_first_row"]
+        vs = "reference" if c is None else f"{'+' if c['diff'] >= 0 else '−'}{fmt(metric, abs(c['diff']))} ({c['verdict']})"
+        if fam["kind"] == "mode":
+            rows.append([r["label"], pm(metric, r["primary"]), vs, *paper])
+        else:
+            p = r["pretrain"]
+            lm = f"{100 * p['val_lm_acc']:.1f}% ({'MLM' if p['lm'] == 'mlm' else 'LTR'})" if p["val_lm_acc"] is not None \
+                else "—"
+            ppl = f"{p['val_perplexity']:.1f}" if p["val_perplexity"] is not None else "—"
+            rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], vs, lm, ppl,
+                         f"{p['train_seconds']:.0f}", *paper])
+    if fam["classical"]:
+        rows.append(["TF-IDF + logistic regression (no pretraining)", fmt(metric, fam["classical"]["mean"]),
+                     *[""] * (len(header) - 2)])
+    doc.table(header, rows, caption=f"Ours: {task} dev {metric} in %, mean ± std over fine-tuning seeds"
+                                    if metric in ("accuracy", "f1") else f"Ours: {task} dev {metric}")
+    if fam.get("note"):
+        doc.para(fam["note"], cls="note")
+    if any(r["ran"] for r in fam["rows"]):
+        doc.figure(f"{fam['name']}_bars.png", bars_figure(fam, metric, modes, task), f"{fam['title']}: dev {metric}")
+    curves = [(r["label"], r["pretrain"]["mlflow_run_id"], r["pretrain"]["lm"]) for r in fam["rows"]
+              if r["ran"] and r["kind"] == "variant"]
+    if len(curves) > 1:
+        doc.figure(f"{fam['name']}_curves.png", curves_figure(client, curves, fam["title"]),
+                   f"{fam['title']}: learning curves")
+    for block in fam["paper"]:
+        doc.table(["the paper's setting", *block["columns"]],
+                  [[label, *[str(v) for v in values]] for label, values in block["rows"].items()],
+                  caption=f"The paper's numbers, at its scale (not ours): {block['source']}")
+
+
+def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowClient, out: Path,
+                 lineage: list[list[str]]) -> None:
+    """``out/index.html``, ``out/report.md``, ``out/figures/`` and ``out/ablations.json`` from the results ``res``.
+
+    ``corpus``, ``pre`` and ``ft``: the corpus statistics and the baseline's pretraining and fine-tuning
+    metrics; ``lineage``: the first rows of the lineage table (commit, grid, tracking store).
+    """
+    base = res["runs"][BASELINE]["pretrain"]
+    seeds = sorted({len(v) for v in res["runs"][BASELINE]["finetune_runs"].values()})
+
+    doc = Doc()
+    doc.heading("BERT lab report: the ablation grid", 1)
+    c = corpus
+    doc.para(f"Corpus: {c['train']['documents']:,} train / {c['valid']['documents']:,} valid documents, "
+             f"{c['train']['words']:,} / {c['valid']['words']:,} words. Grid {res['grid']!r}: the baseline and "
+             f"{len(res['runs']) - 1} pretraining variants, {base['steps']} steps each, fine-tuned on {res['task']} "
+             f"({ft['train_examples']} train / {ft['dev_examples']} dev examples) with {max(seeds)} seeds.")
+    doc.para(f"Each number of ours is the mean ± standard deviation over fine-tuning seeds; {res['noise_rule']}. "
+             "Each pretraining ran once, so a difference between pretraining runs also carries that run's luck. "
+             "The paper's numbers come from models hundreds of times larger trained far longer: compare directions, "
+             "not values.", cls="note")
+    doc.heading("Findings")
+    doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
+    for fam in res["families"]:
+        family_section(doc, fam, res, client)
+
+    doc.heading("The baseline run")
+    doc.table(["pretraining metric", "value"],
+              [[k, f"{pre[k]:.4f}"] for k in ("val/loss", "val/mlm_loss", "val/mlm_acc", "val/ltr_acc", "val/nsp_acc",
+                                               "val/perplexity") if k in pre]
+              + [["steps", str(pre["steps"])], ["training time (s)", f"{pre['train_seconds']:.0f}"]])
+    doc.figure("pretrain_curves.png", curves_figure(client, [("baseline", pre["mlflow_run_id"],
+                                                              base["lm"])], "Baseline"), "baseline pretraining curves")
+    metric = ft["metric"]
+    doc.table(["fine-tuning mode", *[f"dev {m} (mean ± std)" for m in ft["metrics"]], "seeds", "seconds"],
+              [[mode_label(m), *[pm(k, {"mean": r[f"{k}_mean"], "std": r[f"{k}_std"]}) for k in ft["metrics"]],
+                str(r["n"]), f"{r['seconds']:.0f}"] for m, r in ((m, ft["modes"][m]) for m in ft["mode_order"])],
+              caption=f"Every fine-tuning mode of the baseline on {ft['task']} ({metric} in %)"
+              if metric in ("accuracy", "f1") else f"Every fine-tuning mode of the baseline on {ft['task']}")
+
+    doc.heading("Lineage")
+    lineage = [list(row) for row in lineage]
+    for name, r in res["runs"].items():
+        tags = _tags(client, r["pretrain"]["mlflow_run_id"])
+        n_ft = sum(len(v) for v in r["finetune_runs"].values())
+        lineage.append([f"{name}: pretraining run", r["pretrain"]["mlflow_run_id"]])
+        lineage.append([f"{name}: fine-tuning runs", f"{n_ft} runs, e.g. {next(iter(r['finetune_runs'].values()))[0]}"])
+        for key in ("pairs", "tokenizer"):
+            if f"data.{key}.sha256" in tags:
+                lineage.append([f"{name}: {key} ({tags.get(f'data.{key}.path', '')})",
+                                f"sha256 {tags[f'data.{key}.sha256'][:16]}"
+                                + (f", dvc md5 {tags[f'data.{key}.dvc_md5']}" if f"data.{key}.dvc_md5" in tags else "")])
+    doc.table(["lineage", ""], lineage)
+
+    page = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>BERT lab report</title><style>"
+            "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+            "table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;"
+            "text-align:left}th{background:#f3f3f3}caption{text-align:left;font-style:italic;padding:4px 0}"
+            "img{max-width:100%;display:block;margin:1em 0}.question{font-style:italic}.note{color:#555}"
+            "</style></head><body>" + "\n".join(doc.html) + "</body></html>\n")
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(out / "figures") as tmp:
+        for name, data in doc.figures.items():
+            (tmp / name).write_bytes(data)
+    write_json(out / "ablations.json", res)
+    with atomic_file(out / "report.md") as f:
+        f.write("\n".join(doc.md))
+    with atomic_file(out / "index.html") as f:
+        f.write(page)
+
+
+def _tags(client: MlflowClient, run_id: str) -> dict:
+    try:
+        return client.get_run(run_id).data.tags
+    except Exception:  # noqa: BLE001 (a run missing from this tracking store only thins the lineage table)
+        return {}

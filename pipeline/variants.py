@@ -1,0 +1,143 @@
+"""Ablation variants and the runs of a grid: named settings on top of the baseline, each with its own outputs.
+
+A family (``conf/family/<name>.yaml``) names variants, each a list of
+Hydra-style overrides (``masking.mlm_probability=0.40``). A grid
+(``conf/grid/<name>.yaml``) lists the variants it pretrains. From those two,
+``runs`` and ``examples`` (the OmegaConf resolvers ``lab.runs`` and
+``lab.examples``, composed into ``params.yaml``) give every run of the grid,
+the baseline first, with the folders it reads and writes; ``dvc.yaml``
+iterates over them, so the baseline and each variant are one stage definition.
+
+``variant=<name>`` on a data or training stage applies a variant's settings and
+moves the stage's outputs to the same folders (``apply_variant``), so the DVC
+stages, a hand-run ``python -m stages.pretrain variant=<name>`` and a Hydra
+sweep over ``variant=...`` run the same thing. A variant that changes
+``pairs.*`` settings trains on examples of its own (its make_pairs run);
+every other variant trains on the baseline's.
+
+In a Hydra multirun (``-m``) every job writes its outputs under its own sweep
+folder instead of the fixed DVC paths, so parallel jobs never overwrite each
+other or an output DVC tracks; each job is still one MLflow run.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.errors import ConfigError
+
+BASELINE = "baseline"
+# What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
+STAGE_OUTPUTS = {
+    "prepare_corpus": ("corpus", "metrics"),
+    "train_wordpiece": ("tokenizer", "metrics"),
+    "make_pairs": ("pairs", "metrics"),
+    "pretrain": ("pretrain", "metrics", "plots"),
+    "finetune": ("metrics",),
+    "report": ("reports",),
+}
+_MISSING = object()
+
+
+def catalogue(cfg: DictConfig) -> dict[str, list[str]]:
+    """``{variant: its overrides}`` over every family of ``cfg.family`` (names are unique across families)."""
+    return {name: list(overrides) for fam in cfg.family.values() for name, overrides in fam.items()}
+
+
+def find_variant(cfg: DictConfig, name: str) -> list[str]:
+    """The overrides of variant ``name``; a ``ConfigError`` listing the known names if there is none."""
+    variants = catalogue(cfg)
+    if name not in variants:
+        raise ConfigError(f"variant={name!r} is not defined in any conf/family file: expected one of "
+                          f"{', '.join(sorted(variants))}")
+    return variants[name]
+
+
+def data_overrides(overrides: list[str]) -> list[str]:
+    """The entries that change the examples (``pairs.*``): a variant with any needs its own make_pairs."""
+    return [o for o in overrides if o.startswith("pairs.")]
+
+
+def run_paths(name: str, overrides: list[str], paths: Mapping[str, Any]) -> dict[str, str]:
+    """Where run ``name`` reads its examples and writes its outputs (the baseline: the ``paths`` themselves)."""
+    if name == BASELINE:
+        return {k: str(paths[k]) for k in ("pairs", "pretrain", "metrics", "plots")}
+    folders = paths["variants"]
+    own = data_overrides(overrides)
+    return {"pairs": f"{folders['data']}/{name}" if own else str(paths["pairs"]),
+            "pretrain": f"{folders['models']}/{name}", "metrics": f"{folders['metrics']}/{name}",
+            "plots": f"{folders['plots']}/{name}"}
+
+
+def grid_runs(cfg: DictConfig) -> dict[str, dict]:
+    """Every pretraining run of the grid, the baseline first: its settings, modes and folders."""
+    runs = {BASELINE: {"variant": BASELINE, "set": [], "modes": list(cfg.finetune.modes)}}
+    for name in cfg.grid.pretrain:
+        runs[name] = {"variant": name, "set": find_variant(cfg, name), "modes": list(cfg.grid.finetune.modes)}
+    for name, run in runs.items():
+        run.update(run_paths(name, run["set"], cfg.paths))
+    return runs
+
+
+def grid_examples(cfg: DictConfig) -> dict[str, dict]:
+    """Every example set make_pairs writes for the grid: the baseline's, and one per variant with pairs.* settings."""
+    out = {}
+    for name, run in grid_runs(cfg).items():
+        if name == BASELINE or data_overrides(run["set"]):
+            out[name] = {"variant": name, "set": data_overrides(run["set"]), "pairs": run["pairs"],
+                         "metrics": run["metrics"]}
+    return out
+
+
+def register_resolvers() -> None:
+    """``${lab.runs:}`` and ``${lab.examples:}`` for conf/config.yaml (also found by DVC through hydra_plugins/)."""
+    OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
+                                  replace=True)
+    OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),
+                                  replace=True)
+
+
+def parse_overrides(name: str, overrides: list[str], cfg: DictConfig) -> DictConfig:
+    """A variant's ``key=value`` list as a config, every key checked against the baseline's."""
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if not sep or OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
+            raise ConfigError(f"variant {name}: set entry {item!r} is not allowed: expected key=value with a key "
+                              "that exists in the configuration")
+    return OmegaConf.from_dotlist(list(overrides))
+
+
+def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
+    """``cfg`` with ``cfg.variant``'s settings and output paths applied (unchanged without a variant)."""
+    name = cfg.get("variant")
+    if not name or name == BASELINE:
+        return cfg
+    overrides = find_variant(cfg, name)
+    at = run_paths(name, overrides, cfg.paths)
+    if stage == "make_pairs":
+        if not data_overrides(overrides):
+            raise ConfigError(f"variant={name}: it changes no pairs.* setting, so it trains on the baseline's "
+                              f"examples ({cfg.paths.pairs}); it has no make_pairs stage of its own")
+        # All its settings apply (they are validated together); only the examples are written.
+        paths = {"pairs": at["pairs"], "metrics": at["metrics"]}
+    elif stage == "pretrain":
+        paths = at
+    elif stage == "finetune":
+        overrides = [*overrides, f"finetune.modes={list(cfg.grid.finetune.modes)}"]
+        paths = {"pretrain": at["pretrain"], "metrics": at["metrics"]}
+    else:
+        raise ConfigError(f"variant={name}: the {stage} stage has no variants (only make_pairs, pretrain and "
+                          "finetune do); run it without variant=")
+    return OmegaConf.merge(cfg, parse_overrides(name, overrides, cfg), {"paths": paths})
+
+
+def sweep_outputs(cfg: DictConfig, stage: str) -> DictConfig:
+    """In a Hydra multirun job, ``cfg`` with the stage's outputs moved into the job's sweep folder."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return cfg
+    job_dir = HydraConfig.get().runtime.output_dir
+    return OmegaConf.merge(cfg, {"paths": {k: f"{job_dir}/{k}" for k in STAGE_OUTPUTS.get(stage, ())}})

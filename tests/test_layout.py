@@ -1,0 +1,111 @@
+"""The shape of the house: no import cycles, thin stage scripts, torch-free settings, a README that matches the tree."""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in (ROOT / "pipeline").rglob("*.py"):
+        name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = p
+    return out
+
+
+def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, str]]]:
+    """(module -> the pipeline modules it imports, anywhere in the file), and the imports made inside functions."""
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    nested = []
+    for m, p in mods.items():
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for t in targets:
+                if t in mods and t != m:
+                    edges[m].add(t)
+                    if node.col_offset:
+                        nested.append((m, t))
+    return edges, nested
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    found, state = [], {}
+
+    def visit(u: str, path: list[str]) -> None:
+        state[u] = "open"
+        for v in sorted(edges[u]):
+            if state.get(v) == "open":
+                found.append(path[path.index(v):] + [v])
+            elif v not in state:
+                visit(v, path + [v])
+        state[u] = "done"
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_no_import_cycles_and_no_import_hidden_in_a_function():
+    edges, nested = import_graph()
+    assert sum(map(len, edges.values())) > 50  # the graph really was read
+    assert cycles(edges) == []
+    assert nested == []  # an import inside a function to dodge a cycle is the same cycle
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+def test_settings_and_their_owners_load_without_torch():
+    """The validator and the modules that own the names a setting may take never import torch."""
+    code = ("import sys, pipeline.config, pipeline.finetune.modes, pipeline.model.config, pipeline.optim, "
+            "pipeline.pretrain.objectives; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "stages").glob("[a-z]*.py")), ids=lambda p: p.stem)
+def test_stage_scripts_are_a_few_lines_calling_their_run(script):
+    text = script.read_text(encoding="utf-8")
+    code = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", '"""'))]
+    assert len(code) <= 12, script
+    assert f'run_stage("{script.stem}", run, cfg)' in text
+
+
+def test_only_the_stage_run_modules_and_the_plumbing_read_the_config():
+    """One rule (pipeline/stage.py): a stage's `run(cfg)` unpacks the settings; nothing below it takes a DictConfig."""
+    readers = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pipeline").rglob("*.py")
+               if "DictConfig" in p.read_text(encoding="utf-8")}
+    assert readers == {
+        "pipeline/config.py", "pipeline/stage.py", "pipeline/variants.py", "pipeline/tracking.py",
+        "pipeline/data/corpus.py", "pipeline/data/wordpiece.py", "pipeline/data/pairs.py",
+        "pipeline/pretrain/run.py", "pipeline/finetune/run.py", "pipeline/report/run.py"}
+
+
+def test_readme_layout_names_every_folder_and_module_that_exists():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"[\w/]+\.py|[\w]+/", block))
+    for folder in ("pipeline/data", "pipeline/model", "pipeline/pretrain", "pipeline/finetune",
+                   "pipeline/finetune/tasks", "pipeline/report"):
+        assert f"{folder.rsplit('/', 1)[-1]}/" in named, folder
+        for p in (ROOT / folder).glob("*.py"):
+            if p.name != "__init__.py":
+                assert p.name in block, p
+    for word in named:
+        if word.endswith(".py"):
+            assert list(ROOT.rglob(word)), word
