@@ -76,6 +76,11 @@ def validate(cfg: DictConfig) -> None:
             find_variant(cfg, name)
     if "seed" in cfg:
         _check(cfg, "seed", lambda v: _int(v) and v >= 0, "a non-negative integer")
+    if "pretrain_seed" in cfg:
+        _check(cfg, "pretrain_seed", lambda v: _int(v) and v >= 0, "a non-negative integer")
+    if "grid" in cfg:
+        for k in ("baseline", "variants"):
+            _check(cfg, f"grid.seeds.{k}", lambda v: _int(v) and v >= 1, "a positive integer (pretraining runs)")
     if "corpus" in cfg:
         _check(cfg, "corpus.valid_fraction", lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)")
     if "tokenizer" in cfg:
@@ -153,6 +158,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"task.max_seq_length={cfg.task.max_seq_length} is not allowed: expected at most "
                 f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
+    if "report" in cfg:
+        check_confidence(cfg.report.get("confidence"))
     if "runtime" in cfg:
         _check(cfg, "runtime.num_workers", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional: all cores)")
@@ -161,6 +168,12 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")
+
+
+def check_confidence(confidence: Any, key: str = "report.confidence") -> None:
+    """A confidence level for the report's intervals."""
+    if not (_number(confidence) and 0 < confidence < 1):
+        raise ConfigError(f"{key}={confidence!r} is not allowed: expected a number in (0, 1), e.g. 0.95")
 
 
 def check_pairs(format: str, max_seq_length: int, short_seq_prob: float, dupe_factor: int,

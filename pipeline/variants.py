@@ -2,11 +2,15 @@
 
 A family (``conf/family/<name>.yaml``) names variants, each a list of
 Hydra-style overrides (``masking.mlm_probability=0.40``). A grid
-(``conf/grid/<name>.yaml``) lists the variants it pretrains. From those two,
-``runs`` and ``examples`` (the OmegaConf resolvers ``lab.runs`` and
-``lab.examples``, composed into ``params.yaml``) give every run of the grid,
-the baseline first, with the folders it reads and writes; ``dvc.yaml``
+(``conf/grid/<name>.yaml``) lists the variants it pretrains and how many
+pretraining runs (seeds) each gets. From those two, ``runs`` and ``examples``
+(the OmegaConf resolvers ``lab.runs`` and ``lab.examples``, composed into
+``params.yaml``) give every run of the grid -- a variant and a pretraining seed,
+the baseline's first -- with the folders it reads and writes; ``dvc.yaml``
 iterates over them, so the baseline and each variant are one stage definition.
+Run ``k`` of a variant trains from ``seed + k`` (initial weights, data order,
+masks, dropout) on the same examples; its fine-tuning seeds are the same as
+every other run's, so runs pair up across variants.
 
 ``variant=<name>`` on a data or training stage applies a variant's settings and
 moves the stage's outputs to the same folders (``apply_variant``), so the DVC
@@ -26,6 +30,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigError
+from pipeline.finetune.modes import SEED_FREE
 
 BASELINE = "baseline"
 # What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
@@ -59,34 +64,55 @@ def data_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if o.startswith("pairs.")]
 
 
-def run_paths(name: str, overrides: list[str], paths: Mapping[str, Any]) -> dict[str, str]:
-    """Where run ``name`` reads its examples and writes its outputs (the baseline: the ``paths`` themselves)."""
-    if name == BASELINE:
+def run_name(variant: str, pretrain_seed: int) -> str:
+    """A run's name: the variant's for its first pretraining seed, ``<variant>-s<k>`` for the others."""
+    return variant if not pretrain_seed else f"{variant}-s{pretrain_seed}"
+
+
+def run_paths(variant: str, pretrain_seed: int, overrides: list[str], paths: Mapping[str, Any]) -> dict[str, str]:
+    """Where a run reads its examples and writes its outputs (the baseline's first run: the ``paths`` themselves).
+
+    A variant's examples do not depend on the pretraining seed: every run of it reads the same ones.
+    """
+    if variant == BASELINE and not pretrain_seed:
         return {k: str(paths[k]) for k in ("pairs", "pretrain", "metrics", "plots")}
-    folders = paths["variants"]
-    own = data_overrides(overrides)
-    return {"pairs": f"{folders['data']}/{name}" if own else str(paths["pairs"]),
+    folders, name = paths["variants"], run_name(variant, pretrain_seed)
+    return {"pairs": f"{folders['data']}/{variant}" if data_overrides(overrides) else str(paths["pairs"]),
             "pretrain": f"{folders['models']}/{name}", "metrics": f"{folders['metrics']}/{name}",
             "plots": f"{folders['plots']}/{name}"}
 
 
+def run_modes(cfg: DictConfig, variant: str, pretrain_seed: int) -> list[str]:
+    """How a run is fine-tuned: every configured mode for the baseline, the grid's for a variant, less
+    the modes that do not use the pretrained weights (from scratch, TF-IDF) after the first pretraining seed."""
+    modes = list(cfg.finetune.modes if variant == BASELINE else cfg.grid.finetune.modes)
+    return [m for m in modes if not pretrain_seed or m not in SEED_FREE]
+
+
+def seeds_of(cfg: DictConfig, variant: str) -> int:
+    """How many pretraining runs (seeds) the grid gives ``variant``."""
+    return int(cfg.grid.seeds.baseline if variant == BASELINE else cfg.grid.seeds.variants)
+
+
 def grid_runs(cfg: DictConfig) -> dict[str, dict]:
-    """Every pretraining run of the grid, the baseline first: its settings, modes and folders."""
-    runs = {BASELINE: {"variant": BASELINE, "set": [], "modes": list(cfg.finetune.modes)}}
-    for name in cfg.grid.pretrain:
-        runs[name] = {"variant": name, "set": find_variant(cfg, name), "modes": list(cfg.grid.finetune.modes)}
-    for name, run in runs.items():
-        run.update(run_paths(name, run["set"], cfg.paths))
+    """Every pretraining run of the grid, the baseline's first: its variant, seed, settings, modes and folders."""
+    runs = {}
+    for variant in [BASELINE, *cfg.grid.pretrain]:
+        overrides = [] if variant == BASELINE else find_variant(cfg, variant)
+        for k in range(seeds_of(cfg, variant)):
+            runs[run_name(variant, k)] = {"variant": variant, "pretrain_seed": k, "set": overrides,
+                                          "modes": run_modes(cfg, variant, k),
+                                          **run_paths(variant, k, overrides, cfg.paths)}
     return runs
 
 
 def grid_examples(cfg: DictConfig) -> dict[str, dict]:
     """Every example set make_pairs writes for the grid: the baseline's, and one per variant with pairs.* settings."""
     out = {}
-    for name, run in grid_runs(cfg).items():
-        if name == BASELINE or data_overrides(run["set"]):
-            out[name] = {"variant": name, "set": data_overrides(run["set"]), "pairs": run["pairs"],
-                         "metrics": run["metrics"]}
+    for run in grid_runs(cfg).values():
+        if not run["pretrain_seed"] and (run["variant"] == BASELINE or data_overrides(run["set"])):
+            out[run["variant"]] = {"variant": run["variant"], "set": data_overrides(run["set"]),
+                                   "pairs": run["pairs"], "metrics": run["metrics"]}
     return out
 
 
@@ -109,27 +135,31 @@ def parse_overrides(name: str, overrides: list[str], cfg: DictConfig) -> DictCon
 
 
 def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
-    """``cfg`` with ``cfg.variant``'s settings and output paths applied (unchanged without a variant)."""
-    name = cfg.get("variant")
-    if not name or name == BASELINE:
+    """``cfg`` with its run's settings and output paths applied: ``variant``'s settings, and the folders of
+    its ``pretrain_seed`` (unchanged for the baseline's first run)."""
+    variant, k = cfg.get("variant") or BASELINE, cfg.get("pretrain_seed") or 0
+    if variant == BASELINE and not k:
         return cfg
-    overrides = find_variant(cfg, name)
-    at = run_paths(name, overrides, cfg.paths)
+    overrides = [] if variant == BASELINE else find_variant(cfg, variant)
+    at = run_paths(variant, k, overrides, cfg.paths)
     if stage == "make_pairs":
+        if k:
+            raise ConfigError(f"pretrain_seed={k}: make_pairs writes the same examples for every pretraining seed; "
+                              "run it without pretrain_seed=")
         if not data_overrides(overrides):
-            raise ConfigError(f"variant={name}: it changes no pairs.* setting, so it trains on the baseline's "
+            raise ConfigError(f"variant={variant}: it changes no pairs.* setting, so it trains on the baseline's "
                               f"examples ({cfg.paths.pairs}); it has no make_pairs stage of its own")
         # All its settings apply (they are validated together); only the examples are written.
         paths = {"pairs": at["pairs"], "metrics": at["metrics"]}
     elif stage == "pretrain":
         paths = at
     elif stage == "finetune":
-        overrides = [*overrides, f"finetune.modes={list(cfg.grid.finetune.modes)}"]
+        overrides = [*overrides, f"finetune.modes={run_modes(cfg, variant, k)}"]
         paths = {"pretrain": at["pretrain"], "metrics": at["metrics"]}
     else:
-        raise ConfigError(f"variant={name}: the {stage} stage has no variants (only make_pairs, pretrain and "
+        raise ConfigError(f"variant={variant}: the {stage} stage has no variants (only make_pairs, pretrain and "
                           "finetune do); run it without variant=")
-    return OmegaConf.merge(cfg, parse_overrides(name, overrides, cfg), {"paths": paths})
+    return OmegaConf.merge(cfg, parse_overrides(variant, overrides, cfg), {"paths": paths})
 
 
 def sweep_outputs(cfg: DictConfig, stage: str) -> DictConfig:

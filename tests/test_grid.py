@@ -8,9 +8,9 @@ from omegaconf import OmegaConf
 from conftest import ROOT
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
-from pipeline.finetune.modes import MODES
+from pipeline.finetune.modes import MODES, SEED_FREE
 from pipeline.report.results import load_families
-from pipeline.variants import BASELINE, apply_variant, catalogue, data_overrides, find_variant
+from pipeline.variants import BASELINE, apply_variant, catalogue, data_overrides, find_variant, run_name
 
 CFG = compose()
 GRIDS = sorted(p.stem for p in (ROOT / "conf" / "grid").glob("*.yaml"))
@@ -48,19 +48,37 @@ def test_variant_changes_only_what_it_names():
 def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
     """The generated `runs` and `examples` (what dvc.yaml iterates over) name the folders the stages use."""
     cfg = compose([f"grid={grid}"])
-    assert list(cfg.runs) == [BASELINE, *cfg.grid.pretrain]
+    expected = [run_name(v, k) for v in [BASELINE, *cfg.grid.pretrain]
+                for k in range(cfg.grid.seeds.baseline if v == BASELINE else cfg.grid.seeds.variants)]
+    assert list(cfg.runs) == expected and len(set(expected)) == len(expected)
     for name, run in cfg.runs.items():
-        by_hand = apply_variant(OmegaConf.merge(cfg, {"variant": name}), "pretrain")
+        hand = OmegaConf.merge(cfg, {"variant": run.variant, "pretrain_seed": run.pretrain_seed})
+        by_hand = apply_variant(hand, "pretrain")
         assert {k: run[k] for k in ("pairs", "pretrain", "metrics", "plots")} == \
             {k: by_hand.paths[k] for k in ("pairs", "pretrain", "metrics", "plots")}, name
-        assert list(run.set) == ([] if name == BASELINE else find_variant(cfg, name))
-        ft = apply_variant(OmegaConf.merge(cfg, {"variant": name}), "finetune")
-        assert list(run.modes) == list(ft.finetune.modes)
+        assert list(run.set) == ([] if run.variant == BASELINE else find_variant(cfg, run.variant))
+        assert list(run.modes) == list(apply_variant(hand, "finetune").finetune.modes)
+        if run.pretrain_seed:  # from scratch and TF-IDF do not use the pretrained weights: once per variant
+            assert not set(run.modes) & set(SEED_FREE)
+    assert len({r.pretrain for r in cfg.runs.values()}) == len(cfg.runs)  # every run its own outputs
     own = [n for n in cfg.grid.pretrain if data_overrides(find_variant(cfg, n))]
     assert list(cfg.examples) == [BASELINE, *own]
     for name in own:
         assert cfg.examples[name].pairs == cfg.runs[name].pairs != cfg.paths.pairs
+        assert all(r.pairs == cfg.examples[name].pairs for r in cfg.runs.values() if r.variant == name)
     assert set(cfg.grid.finetune.modes) <= set(MODES)
+
+
+def test_a_further_pretraining_run_trains_from_its_own_seed_on_the_same_examples():
+    from pipeline.pretrain.run import training_seed
+
+    cfg = apply_variant(OmegaConf.merge(CFG, {"variant": "mask_ratio_40", "pretrain_seed": 2}), "pretrain")
+    assert training_seed(cfg) == CFG.seed + 2 and cfg.paths.pairs == CFG.paths.pairs
+    assert cfg.paths.pretrain == "models/variants/mask_ratio_40-s2"
+    base = apply_variant(OmegaConf.merge(CFG, {"pretrain_seed": 1}), "pretrain")
+    assert base.paths.pretrain == "models/variants/baseline-s1" and training_seed(base) == CFG.seed + 1
+    with pytest.raises(ConfigError, match="pretrain_seed=1: make_pairs writes the same examples"):
+        apply_variant(OmegaConf.merge(CFG, {"pretrain_seed": 1}), "make_pairs")
 
 
 @pytest.mark.parametrize("grid", GRIDS)

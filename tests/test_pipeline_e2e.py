@@ -23,7 +23,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
 VARIANTS = ["nsp_off_full_sentences", "ltr"]  # grid=ci, which experiment=tiny selects
-RUN_STAGES = [f"{s}@{v}" for s in ("pretrain", "finetune") for v in ("baseline", *VARIANTS)]
+RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
+RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]
 STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
           *RUN_STAGES, "report"]
 
@@ -71,8 +72,8 @@ def test_dvc_pipeline_end_to_end(project):
     ran = _ran(out)
     assert sorted(ran) == sorted(STAGES), out[-2000:]
     for before, after in (("make_pairs@baseline", "pretrain@baseline"), ("make_pairs@nsp_off_full_sentences",
-                                                                         "pretrain@nsp_off_full_sentences"),
-                          ("pretrain@ltr", "finetune@ltr"), ("finetune@ltr", "report")):
+                                                                         "pretrain@nsp_off_full_sentences-s1"),
+                          ("pretrain@ltr-s1", "finetune@ltr-s1"), ("finetune@ltr", "report")):
         assert ran.index(before) < ran.index(after)
 
     # params.yaml is conf/ composed with the override
@@ -88,7 +89,8 @@ def test_dvc_pipeline_end_to_end(project):
     assert html.count("data:image/png;base64,") == len(figures) >= 6
     ablations = json.loads((dst / "reports" / "ablations.json").read_text())
     assert [f["name"] for f in ablations["families"]] == ["pretraining", "features", "nsp", "objective"]
-    assert set(ablations["runs"]) == {"baseline", *VARIANTS}
+    assert set(ablations["runs"]) == set(RUNS)
+    assert ablations["method"]["pretraining_runs"] == {v: 2 for v in ("baseline", *VARIANTS)}
     hf = dst / "models" / "pretrain" / "hf"
     assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json"} <= {p.name for p in hf.iterdir()}
 
@@ -115,12 +117,14 @@ def test_dvc_pipeline_end_to_end(project):
     runs = client.search_runs([exp.experiment_id])
     pre = [r for r in runs if r.data.tags.get("stage") == "pretrain"]
     fine = [r for r in runs if r.data.tags.get("stage") == "finetune"]
-    assert sorted((r.data.tags["variant"], r.data.params["masking.mlm_probability"]) for r in pre) == sorted(
-        (v, p) for v in ("baseline", *VARIANTS) for p in ("0.15", "0.2"))
+    assert sorted((r.data.tags["variant"], r.data.tags["pretrain_seed"], r.data.params["masking.mlm_probability"])
+                  for r in pre) == sorted((v, k, p) for v in ("baseline", *VARIANTS) for k in "01" for p in ("0.15", "0.2"))
     assert {r.data.params["objective.lm"] for r in pre if r.data.tags["variant"] == "ltr"} == {"left_to_right"}
-    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 8  # 2 variants x 2 modes x 1 seed, twice
+    # 2 variants x 2 pretraining runs x 2 modes x 1 seed, twice
+    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 16
     fine = [r for r in fine if r.data.tags["variant"] == "baseline"]
-    assert len(fine) == 8 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
+    # the first run: 4 modes; the second: the 2 that use the pretrained weights; twice
+    assert len(fine) == 12 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
 
@@ -166,7 +170,7 @@ def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("bert-lab").experiment_id])
     stages = [r.data.tags.get("stage") for r in runs]
-    assert stages.count("pretrain") == 1 + len(VARIANTS) and stages.count("finetune") >= 8
+    assert stages.count("pretrain") == len(RUNS) and stages.count("finetune") >= 8
     pre = next(r for r in runs if r.data.tags.get("stage") == "pretrain" and r.data.tags["variant"] == "baseline")
     assert pre.data.params["trainer.max_steps"] == "20"
     assert list(artifacts.rglob("model.safetensors"))  # the export went to the server's artifact store

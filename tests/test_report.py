@@ -8,26 +8,30 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.report.results import compare
+from omegaconf import OmegaConf
+
 from pipeline.config import compose
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
 from pipeline.report.run import run as build_report
 
-# grid=ci runs two variants; nsp_off (a row of the NSP and objective tables) is left out of it.
-SCORES = {  # run -> mode -> dev accuracy per seed
+# grid=ci runs two variants, two pretraining runs each; nsp_off (a row of the NSP and objective tables) is left out.
+SCORES = {  # run -> mode -> dev accuracy per fine-tuning seed
     "baseline": {"pretrained": [0.60, 0.61, 0.59], "scratch": [0.50, 0.52, 0.48], "tfidf": [0.52],
                  "frozen_weighted": [0.55, 0.555, 0.545]},
+    "baseline-s1": {"pretrained": [0.62, 0.63, 0.61], "frozen_weighted": [0.565, 0.57, 0.56]},
     "ltr": {"pretrained": [0.55, 0.56, 0.54], "frozen_weighted": [0.50, 0.51, 0.49]},
+    "ltr-s1": {"pretrained": [0.56, 0.57, 0.55], "frozen_weighted": [0.50, 0.51, 0.49]},
     "nsp_off_full_sentences": {"pretrained": [0.605, 0.595, 0.60], "frozen_weighted": [0.56, 0.55, 0.555]},
+    "nsp_off_full_sentences-s1": {"pretrained": [0.62, 0.625, 0.615], "frozen_weighted": [0.56, 0.55, 0.555]},
 }
 
 
-def _finetune(client, exp_id, scores: dict) -> dict:
+def _finetune(client, exp_id, scores: dict, pretrain_seed: int) -> dict:
     modes = {}
     for mode, values in scores.items():
-        runs = [{"seed": s, "accuracy": v, "mlflow_run_id": client.create_run(exp_id).info.run_id}
-                for s, v in enumerate(values)]
+        runs = [{"seed": s, "pretrain_seed": pretrain_seed, "accuracy": v,
+                 "mlflow_run_id": client.create_run(exp_id).info.run_id} for s, v in enumerate(values)]
         modes[mode] = {**summarize(runs, ["accuracy"]), "seconds": 1.0}
     return {"task": "bible_sections", "metric": "accuracy", "metrics": ["accuracy"], "train_examples": 200,
             "dev_examples": 200, "pretrain_run_id": "x", "modes": modes, "mode_order": list(modes)}
@@ -52,19 +56,18 @@ def report(tmp_path_factory):
     client = MlflowClient(uri)
     exp_id = client.create_experiment("bert-lab")
     m = root / "metrics"
-    write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
-    write_json(m / "pretrain.json", _pretrain(client, exp_id, "mlm", 0.16))
-    write_json(m / "finetune.json", _finetune(client, exp_id, SCORES["baseline"]))
-    for v, lm, acc in (("ltr", "ltr", 0.25), ("nsp_off_full_sentences", "mlm", 0.15)):
-        write_json(m / "variants" / v / "pretrain.json", _pretrain(client, exp_id, lm, acc))
-        write_json(m / "variants" / v / "finetune.json", _finetune(client, exp_id, SCORES[v]))
     cfg = compose(["grid=ci", f"tracking.uri={uri}", f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.reports={root / 'reports'}"])
+    write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
+    for name, run in cfg.runs.items():
+        lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(client, exp_id, lm, acc))
+        write_json(f"{run.metrics}/finetune.json", _finetune(client, exp_id, SCORES[name], run.pretrain_seed))
     res = build_report(cfg)
     return root / "reports", res
 
 
-def test_families_rows_and_comparisons(report):
+def test_families_rows_and_tested_comparisons(report):
     out, res = report
     saved = json.loads((out / "ablations.json").read_text())
     assert saved == json.loads(json.dumps(res))
@@ -73,35 +76,59 @@ def test_families_rows_and_comparisons(report):
     objective = {r["label"]: r for r in fams["objective"]["rows"]}
     assert not objective["MLM, no NSP"]["ran"]  # nsp_off is not in grid=ci
     ltr = objective["LTR, no NSP"]
-    assert ltr["scores"]["pretrained"]["mean"] == pytest.approx(0.55) and ltr["scores"]["pretrained"]["n"] == 3
-    assert ltr["vs_first_row"]["verdict"] == "beyond seed noise" and ltr["vs_first_row"]["diff"] == pytest.approx(-0.05)
+    s = ltr["scores"]["pretrained"]
+    assert s["mean"] == pytest.approx(0.555) and s["n_pretrain"] == 2 and s["n_finetune"] == 6
+    assert s["units"] == pytest.approx([0.55, 0.56])
+    c = ltr["vs_first_row"]  # 55.5 vs 61.0 over two runs each; the spread pooled over the family's rows
+    assert c["verdict"] == "worse" and c["diff"] == pytest.approx(-0.055) and c["high"] < 0 < c["p"] < 0.05
+    assert c["borderline"] and c["df"] == 2  # two rows of two runs: two degrees of freedom; p between 0.01 and 0.1
+    assert c["n_pretrain"] == [2, 2] and c["n_finetune"] == [6, 6] and "pooled" in c["test"]
     assert ltr["paper"] == {"MNLI-m dev accuracy": 82.1, "QNLI dev accuracy": 84.3, "MRPC dev F1": 77.5,
                             "SQuAD 1.1 dev F1": 77.8}
-    assert ltr["pretrain"]["lm"] == "ltr" and ltr["pretrain"]["val_lm_acc"] == 0.25
+    assert ltr["pretrain"]["lm"] == "ltr" and ltr["pretrain"]["val_lm_acc"] == 0.25 and ltr["pretrain"]["runs"] == 2
     nsp = {r["name"]: r for r in fams["nsp"]["rows"]}
-    assert nsp["nsp_off_full_sentences"]["vs_first_row"]["verdict"] == "within seed noise"
-    assert fams["pretraining"]["rows"][1]["vs_first_row"]["verdict"] == "beyond seed noise"  # 60 vs 50 ± 2
-    assert fams["pretraining"]["classical"]["mean"] == 0.52 and fams["pretraining"]["classical"]["n"] == 1
+    assert nsp["nsp_off_full_sentences"]["vs_first_row"]["verdict"] == "inconclusive"
+    assert nsp["nsp_off_full_sentences"]["vs_first_row"]["seeds_needed"] is None  # the means are equal
+    scratch = fams["pretraining"]["rows"][1]
+    assert scratch["scores"]["scratch"]["n_pretrain"] == 0 and scratch["scores"]["scratch"]["n_finetune"] == 3
+    assert scratch["vs_first_row"]["verdict"] == "worse" and "Welch" in scratch["vs_first_row"]["test"]
+    frozen = fams["features"]["rows"][1]
+    assert frozen["vs_first_row"]["verdict"] == "worse" and "paired" in frozen["vs_first_row"]["test"]
+    assert fams["pretraining"]["classical"]["mean"] == 0.52 and fams["pretraining"]["classical"]["n_finetune"] == 1
+    method = saved["method"]
+    assert method["pretraining_runs"] == {"baseline": 2, "nsp_off_full_sentences": 2, "ltr": 2}
+    assert method["finetune_seeds"] == 3 and method["false_positive_rate"] <= 0.06 and method["smallest_detectable"] > 0
 
 
 def test_findings_are_generated_from_the_numbers(report):
     _, res = report
     text = "\n".join(res["findings"])
-    assert ("Pretraining objective: LTR, no NSP is 5.0 points worse than MLM + NSP on bible_sections dev accuracy "
-            "(55.0 vs 60.0; beyond seed noise); the paper found it worse by 2.3 (MNLI-m dev accuracy 82.1 vs 84.4); "
-            "the same direction here.") in text
+    assert ("Pretraining objective: LTR, no NSP is 5.5 points below MLM + NSP on bible_sections dev accuracy "
+            "(55.5 vs 61.0; worse (borderline): 95% interval −10.3 to −0.7, p = 0.039)") in text
+    assert "the paper found it worse by 2.3 (MNLI-m dev accuracy 82.1 vs 84.4); the same direction here." in text
     assert ("Next-sentence prediction: NSP off (full sentences) is level with NSP on (segment pairs) on bible_sections "
-            "dev accuracy (60.0 vs 60.0; within seed noise); the paper found it better by 0.7 (MNLI-m dev accuracy "
-            "(RoBERTa) 84.7 vs 84.0); too close to tell here.") in text
-    assert "within seed noise" in text and "too close to tell here" in text
-    assert "Fine-tuning the baseline is 8.0 points above the TF-IDF baseline (60.0 vs 52.0)." in text
+            "dev accuracy (61.0 vs 61.0; inconclusive: 95% interval −6.1 to +6.1, p = 1.000; the difference is too "
+            "small to decide with any practical number of runs)") in text
+    assert "too close to tell here" in text
+    # two pretraining runs against a fixed number: one degree of freedom, too few to tell 9 points apart
+    assert ("Fine-tuning the baseline is 9.0 points above the TF-IDF baseline (61.0 vs 52.0; inconclusive "
+            "(borderline): 95% interval −3.7 to +21.7, p = 0.070; about 3 pretraining runs per side") in text
 
 
-def test_noise_rule():
-    a, b = {"mean": 0.60, "std": 0.01, "n": 3}, {"mean": 0.57, "std": 0.01, "n": 3}
-    assert compare(a, b)["verdict"] == "beyond seed noise"
-    assert compare(a, {**b, "std": 0.02})["verdict"] == "within seed noise"
-    assert compare({**a, "n": 1, "std": 0}, {**b, "n": 1, "std": 0})["verdict"].startswith("no seed-noise estimate")
+def test_a_comparison_with_one_pretraining_run_per_side_is_never_a_verdict(tmp_path):
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp_id = client.create_experiment("bert-lab")
+    cfg = compose(["grid=ci", "grid.seeds.baseline=1", "grid.seeds.variants=1", f"paths.metrics={tmp_path / 'm'}",
+                   f"paths.variants.metrics={tmp_path / 'm' / 'variants'}"])
+    for name, run in cfg.runs.items():
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(client, exp_id, "mlm", 0.15))
+        write_json(f"{run.metrics}/finetune.json", _finetune(client, exp_id, SCORES[name], 0))
+    from pipeline.report.results import ablation_results, load_families
+
+    res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["nsp", "objective"]),
+                           ["pretrained", "frozen_weighted"])
+    verdicts = [r["vs_first_row"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs_first_row")]
+    assert verdicts and set(verdicts) == {"inconclusive (one run each)"}
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):
@@ -112,7 +139,8 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
             "pretrain_curves.png"} <= set(figures)
     assert all(f"figures/{f}" in md for f in figures)
     assert page.count("data:image/png;base64,") == len(figures) and "figures/" not in page  # self-contained
-    assert "| LTR, no NSP | 55.0 ± 1.0 | 50.0 ± 1.0 | −5.0 (beyond seed noise) | 25.0% (LTR) |" in md
+    assert "| LTR, no NSP | 55.5 [" in md and "(2 x 3) | −5.5 [" in md and ": worse |" in md
+    assert "## Method" in md and "pooled over the family's rows" in md and "false-positive rate" in md
     assert "the next token's at every position for LTR" in md  # the family's note under its table
     assert "not in this grid" in md and "The paper's numbers, at its scale (not ours): Devlin et al. 2019" in md
     for run in res["runs"].values():

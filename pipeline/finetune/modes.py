@@ -12,6 +12,8 @@ FEATURE_SETS = ("embeddings", "last", "second_to_last", "sum_last_four", "concat
 FROZEN = "frozen_"
 CLASSICAL = "tfidf"
 MODES = ("pretrained", "scratch", CLASSICAL, *(f"{FROZEN}{f}" for f in FEATURE_SETS))
+# Modes whose result does not depend on the pretrained weights: run once, with a variant's first pretraining seed.
+SEED_FREE = ("scratch", CLASSICAL)
 
 
 def is_frozen(mode: str) -> bool:

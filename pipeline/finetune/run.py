@@ -37,8 +37,9 @@ def run(cfg: DictConfig) -> dict:
     runner_type = TokenRunner if isinstance(task, tasks.NerTask) else SentenceRunner
     runner = runner_type(recipe(cfg), task, load_tokenizer(export_dir), export_dir)
     # Hashed once: every (mode, seed) run starts from the same export.
+    k = cfg.get("pretrain_seed") or 0
     input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
-                                                      "pretrain_run_id": pretrain_run})
+                                                      "pretrain_run_id": pretrain_run, "pretrain_seed": str(k)})
     results: dict[str, dict] = {}
     for mode in cfg.finetune.modes:
         started = time.perf_counter()
@@ -47,14 +48,14 @@ def run(cfg: DictConfig) -> dict:
             logger = open_run(cfg, task.name, mode, 0, input_tags)
             logger.log_metrics({f"val/{k}": v for k, v in scores.items()}, step=0)
             logger.finalize("success")
-            runs = [{"seed": 0, **scores, "mlflow_run_id": logger.run_id}]
+            runs = [{"seed": 0, "pretrain_seed": k, **scores, "mlflow_run_id": logger.run_id}]
         else:
             runs = []
             for seed in cfg.finetune.seeds:
                 logger = open_run(cfg, task.name, mode, seed, input_tags)
                 result = runner.frozen(feature_set(mode), seed, logger) if is_frozen(mode) else \
                     runner.fine_tune(mode, seed, logger)
-                runs.append({**result, "mlflow_run_id": logger.run_id})
+                runs.append({**result, "pretrain_seed": k, "mlflow_run_id": logger.run_id})
         results[mode] = {**summarize(runs, task.metrics), "seconds": round(time.perf_counter() - started, 1)}
         log.info("%s: %s", mode, ", ".join(f"{m} {results[mode][f'{m}_mean']:.4f} ± {results[mode][f'{m}_std']:.4f}"
                                            for m in task.metrics))
@@ -89,7 +90,8 @@ def recipe(cfg: DictConfig) -> Recipe:
 
 def open_run(cfg: DictConfig, task: str, mode: str, seed: int, input_tags: dict[str, str]):
     """The MLflow run of one (mode, seed)."""
-    run_name = f"finetune-{cfg.get('variant') or 'baseline'}-{task}-{mode}-s{seed}"
+    k = cfg.get("pretrain_seed") or 0
+    run_name = f"finetune-{cfg.get('variant') or 'baseline'}{f'-p{k}' if k else ''}-{task}-{mode}-s{seed}"
     logger = mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "mode": mode, "seed": str(seed)})
     logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
     return logger

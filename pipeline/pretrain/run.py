@@ -47,9 +47,10 @@ def run(cfg: DictConfig) -> dict:
     dropout, and continues the same MLflow run.
     """
     check_tracking(cfg)  # before any compute
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    seed = training_seed(cfg)
+    L.seed_everything(seed, workers=True, verbose=False)
     tok = load_tokenizer(cfg.paths.tokenizer)
-    data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=cfg.seed,
+    data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=seed,
                            num_workers=cfg.runtime.loader_workers, length_grouped=length_grouped(cfg))
     module = build_module(cfg, tok)
     folder = RunFolder(cfg.paths.checkpoints, checkpoint_key(cfg))
@@ -77,6 +78,11 @@ def run(cfg: DictConfig) -> dict:
     return metrics
 
 
+def training_seed(cfg: DictConfig) -> int:
+    """The seed of this run's training randomness: ``seed``, plus ``pretrain_seed`` for a variant's further runs."""
+    return cfg.seed + (cfg.get("pretrain_seed") or 0)
+
+
 def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig:
     """The model to pretrain: the size preset, or the config of ``model.init_from``; causal for left-to-right."""
     causal = cfg.objective.lm == "left_to_right"
@@ -98,7 +104,8 @@ def build_module(cfg: DictConfig, tok) -> BertPretraining:
     ids = special_ids(tok)
     module = BertPretraining(model_config(cfg, tok.get_vocab_size()), MaskingConfig(**cfg.masking),
                              nsp=cfg.objective.nsp, optim=OmegaConf.to_container(cfg.optim),
-                             max_steps=cfg.trainer.max_steps, seed=cfg.seed, mask_id=ids["mask"], cls_id=ids["cls"],
+                             max_steps=cfg.trainer.max_steps, seed=training_seed(cfg), mask_id=ids["mask"],
+                             cls_id=ids["cls"],
                              sep_id=ids["sep"],
                              continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None,
                              fused_optimizer=cfg.runtime.fused_optimizer)
@@ -114,7 +121,7 @@ def checkpoint_key(cfg: DictConfig) -> str:
     """The run's checkpoint folder name (``pipeline.pretrain.checkpoints.run_key``) for these settings."""
     settings = {k: OmegaConf.to_container(cfg[k], resolve=True)
                 for k in ("objective", "model", "optim", "masking", "trainer")}
-    return run_key(settings, cfg.seed, cfg.paths.pairs, cfg.paths.tokenizer)
+    return run_key(settings, training_seed(cfg), cfg.paths.pairs, cfg.paths.tokenizer)
 
 
 def world_size(cfg: DictConfig) -> int:
@@ -142,10 +149,12 @@ def length_grouped(cfg: DictConfig) -> bool:
 
 def open_run(cfg: DictConfig, folder: RunFolder):
     """The run's MLflow logger: a new run, or the one a resumed checkpoint was recording into."""
-    run_name = f"pretrain-{cfg.get('variant') or 'baseline'}-{cfg.model.name}-{cfg.objective.name}"
+    k = cfg.get("pretrain_seed") or 0
+    run = f"{cfg.get('variant') or 'baseline'}{f'-s{k}' if k else ''}"
+    run_name = f"pretrain-{run}-{cfg.model.name}-{cfg.objective.name}"
     logger = mlflow_logger(cfg, run_name=run_name,
                            tags=run_tags({"pairs": cfg.paths.pairs, "tokenizer": cfg.paths.tokenizer},
-                                         {"stage": "pretrain"}), run_id=folder.run_id)
+                                         {"stage": "pretrain", "pretrain_seed": str(k)}), run_id=folder.run_id)
     if rank_zero_only.rank == 0:
         folder.remember_run(logger.run_id)
     return logger

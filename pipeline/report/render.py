@@ -28,7 +28,24 @@ COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#93
 
 
 def pm(metric: str, s: dict | None) -> str:
-    return "—" if not s else f"{fmt(metric, s['mean'])} ± {fmt(metric, s['std'])}"
+    """A row's number: its mean, the interval of the mean, and the runs behind it (pretraining x fine-tuning)."""
+    if not s:
+        return "—"
+    interval = f" [{fmt(metric, s['low'])}, {fmt(metric, s['high'])}]" if s["low"] is not None else ""
+    runs = f"{s['n_pretrain']} x {s['n_finetune'] // max(1, s['n_pretrain'])}" if s["n_pretrain"] else \
+        f"{s['n_finetune']} runs"
+    return f"{fmt(metric, s['mean'])}{interval} ({runs})"
+
+
+def vs(metric: str, c: dict | None) -> str:
+    """A tested comparison in a table cell: the difference, its interval and p-value, the verdict."""
+    if c is None:
+        return "reference"
+    diff = f"{'+' if c['diff'] >= 0 else '−'}{fmt(metric, abs(c['diff']))}"
+    if c["low"] is None:
+        return f"{diff} ({c['verdict']})"
+    lo, hi = (f"{'+' if v >= 0 else '−'}{fmt(metric, abs(v))}" for v in (c["low"], c["high"]))
+    return f"{diff} [{lo}, {hi}], p = {c['p']:.3f}: {c['verdict']}{' (borderline)' if c['borderline'] else ''}"
 
 
 def _png(fig) -> bytes:
@@ -75,7 +92,7 @@ def curves_figure(client: MlflowClient, runs: list[tuple[str, str, str]], title:
 
 
 def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
-    """Dev metric per row with error bars (std over seeds); the TF-IDF baseline as a dashed line."""
+    """Dev metric per row with error bars (each row's interval, as the test computes it); TF-IDF as a dashed line."""
     rows = [r for r in fam["rows"] if r["ran"]]
     series = [fam["rows"][0]["name"]] if fam["kind"] == "mode" else modes
     fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(rows) * max(1, len(series)) ** 0.5), 3.8))
@@ -85,9 +102,11 @@ def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
         stats = [r["primary"] if fam["kind"] == "mode" else r["scores"].get(mode) for r in rows]
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
         means = [100 * s["mean"] if s and metric in ("accuracy", "f1") else (s["mean"] if s else 0) for s in stats]
-        stds = [100 * s["std"] if s and metric in ("accuracy", "f1") else (s["std"] if s else 0) for s in stats]
-        values += means
-        ax.bar(xs, means, width * 0.95, yerr=stds, capsize=4, color=COLORS[j % len(COLORS)],
+        scale = 100 if metric in ("accuracy", "f1") else 1
+        errors = [[scale * (s["mean"] - s["low"]) if s and s["low"] is not None else 0 for s in stats],
+                  [scale * (s["high"] - s["mean"]) if s and s["low"] is not None else 0 for s in stats]]
+        values += means + [m + e for m, e in zip(means, errors[1])]
+        ax.bar(xs, means, width * 0.95, yerr=errors, capsize=4, color=COLORS[j % len(COLORS)],
                label=None if fam["kind"] == "mode" else mode_label(mode))
     if fam["classical"]:
         c = fam["classical"]["mean"] * (100 if metric in ("accuracy", "f1") else 1)
@@ -102,6 +121,34 @@ def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def method_text(res: dict) -> str:
+    """The design and the tests in one paragraph, with the error rates measured at this grid's noise."""
+    m, metric = res["method"], res["metric"]
+    runs = m["pretraining_runs"]
+    counts = sorted(set(runs.values()))
+    per_row = (f"{counts[0]} pretraining runs" if len(counts) == 1 else
+               f"{runs['baseline']} pretraining runs for the baseline and {', '.join(map(str, counts))} per row")
+    text = (f"Design: every row is {per_row} (seeds seed, seed + 1, ...), each fine-tuned with the same "
+            f"{m['finetune_seeds']} fine-tuning seeds, so fine-tuning runs pair up across rows. A row's number is the "
+            "mean over its pretraining runs of each run's mean over fine-tuning seeds: the pretraining run is the "
+            "unit, so both kinds of luck count. Tests: pretraining variants against the family's first row by a "
+            "t-test on per-run means with the variance pooled over the family's rows (they are assumed to share one "
+            "spread); fine-tuning modes of the same runs by a paired t-test; from scratch (no pretraining behind "
+            "it) by Welch's t-test; TF-IDF (deterministic) by a one-sample t-test. Verdicts: better or worse when "
+            f"the {round(100 * m['confidence'])}% interval of the difference excludes zero, else inconclusive (with "
+            "the pretraining runs per side it would take); borderline when p lies between a fifth of the threshold "
+            "and twice it, where another machine's rounding may move the verdict between better and inconclusive. "
+            f"Noise measured on the baseline: pretraining luck sd {fmt(metric, m['sd_pretrain'])}, fine-tuning luck "
+            f"sd {fmt(metric, m['sd_finetune'])} (points of {metric}).")
+    if "false_positive_rate" in m:
+        power = ", ".join(f"{d}: {100 * p:.0f}%" for d, p in m["power_at_observed"].items())
+        text += (f" At that noise, simulated: a false-positive rate of {100 * m['false_positive_rate']:.1f}% on no "
+                 f"difference, power {power or '—'} at the observed differences, and 80% power from a difference "
+                 f"of {fmt(metric, m['smallest_detectable'])} points.")
+    return text + (" The paper's numbers come from models hundreds of times larger trained far longer: compare "
+                   "directions, not values.")
 
 
 class Doc:
@@ -158,26 +205,29 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
             rows.append([r["label"], "not in this grid (grid=full runs it)", *[""] * (len(header) - 2 - len(paper_cols)),
                          *paper])
             continue
-        c = r["vs_first_row"]
-        vs = "reference" if c is None else f"{'+' if c['diff'] >= 0 else '−'}{fmt(metric, abs(c['diff']))} ({c['verdict']})"
+        c = vs(metric, r["vs_first_row"])
         if fam["kind"] == "mode":
-            rows.append([r["label"], pm(metric, r["primary"]), vs, *paper])
+            rows.append([r["label"], pm(metric, r["primary"]), c, *paper])
         else:
             p = r["pretrain"]
             lm = f"{100 * p['val_lm_acc']:.1f}% ({'MLM' if p['lm'] == 'mlm' else 'LTR'})" if p["val_lm_acc"] is not None \
                 else "—"
             ppl = f"{p['val_perplexity']:.1f}" if p["val_perplexity"] is not None else "—"
-            rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], vs, lm, ppl,
+            rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], c, lm, ppl,
                          f"{p['train_seconds']:.0f}", *paper])
     if fam["classical"]:
         rows.append(["TF-IDF + logistic regression (no pretraining)", fmt(metric, fam["classical"]["mean"]),
                      *[""] * (len(header) - 2)])
-    doc.table(header, rows, caption=f"Ours: {task} dev {metric} in %, mean ± std over fine-tuning seeds"
-                                    if metric in ("accuracy", "f1") else f"Ours: {task} dev {metric}")
+    confidence = round(100 * res["method"]["confidence"])
+    doc.table(header, rows, caption=f"Ours: {task} dev {metric}{' in %' if metric in ('accuracy', 'f1') else ''}: "
+                                    f"mean over pretraining runs [{confidence}% interval] (pretraining runs x "
+                                    "fine-tuning seeds); each row against the first by the test named in Method")
     if fam.get("note"):
         doc.para(fam["note"], cls="note")
     if any(r["ran"] for r in fam["rows"]):
         doc.figure(f"{fam['name']}_bars.png", bars_figure(fam, metric, modes, task), f"{fam['title']}: dev {metric}")
+        doc.para(f"Error bars: the {confidence}% interval of each row's mean, with the spread the table's test uses "
+                 "(pooled over the family's rows for pretraining variants).", cls="note")
     curves = [(r["label"], r["pretrain"]["mlflow_run_id"], r["pretrain"]["lm"]) for r in fam["rows"]
               if r["ran"] and r["kind"] == "variant"]
     if len(curves) > 1:
@@ -197,25 +247,23 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
     metrics; ``lineage``: the first rows of the lineage table (commit, grid, tracking store).
     """
     base = res["runs"][BASELINE]["pretrain"]
-    seeds = sorted({len(v) for v in res["runs"][BASELINE]["finetune_runs"].values()})
+    m = res["method"]
 
     doc = Doc()
     doc.heading("BERT lab report: the ablation grid", 1)
     c = corpus
     doc.para(f"Corpus: {c['train']['documents']:,} train / {c['valid']['documents']:,} valid documents, "
              f"{c['train']['words']:,} / {c['valid']['words']:,} words. Grid {res['grid']!r}: the baseline and "
-             f"{len(res['runs']) - 1} pretraining variants, {base['steps']} steps each, fine-tuned on {res['task']} "
-             f"({ft['train_examples']} train / {ft['dev_examples']} dev examples) with {max(seeds)} seeds.")
-    doc.para(f"Each number of ours is the mean ± standard deviation over fine-tuning seeds; {res['noise_rule']}. "
-             "Each pretraining ran once, so a difference between pretraining runs also carries that run's luck. "
-             "The paper's numbers come from models hundreds of times larger trained far longer: compare directions, "
-             "not values.", cls="note")
+             f"{len(m['pretraining_runs']) - 1} pretraining variants, {base['steps']} steps each, fine-tuned on "
+             f"{res['task']} ({ft['train_examples']} train / {ft['dev_examples']} dev examples).")
+    doc.heading("Method")
+    doc.para(method_text(res), cls="note")
     doc.heading("Findings")
     doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
     for fam in res["families"]:
         family_section(doc, fam, res, client)
 
-    doc.heading("The baseline run")
+    doc.heading("The baseline's first pretraining run")
     doc.table(["pretraining metric", "value"],
               [[k, f"{pre[k]:.4f}"] for k in ("val/loss", "val/mlm_loss", "val/mlm_acc", "val/ltr_acc", "val/nsp_acc",
                                                "val/perplexity") if k in pre]
@@ -224,7 +272,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
                                                               base["lm"])], "Baseline"), "baseline pretraining curves")
     metric = ft["metric"]
     doc.table(["fine-tuning mode", *[f"dev {m} (mean ± std)" for m in ft["metrics"]], "seeds", "seconds"],
-              [[mode_label(m), *[pm(k, {"mean": r[f"{k}_mean"], "std": r[f"{k}_std"]}) for k in ft["metrics"]],
+              [[mode_label(m), *[f"{fmt(k, r[f'{k}_mean'])} ± {fmt(k, r[f'{k}_std'])}" for k in ft["metrics"]],
                 str(r["n"]), f"{r['seconds']:.0f}"] for m, r in ((m, ft["modes"][m]) for m in ft["mode_order"])],
               caption=f"Every fine-tuning mode of the baseline on {ft['task']} ({metric} in %)"
               if metric in ("accuracy", "f1") else f"Every fine-tuning mode of the baseline on {ft['task']}")

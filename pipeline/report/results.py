@@ -2,31 +2,32 @@
 
 Pure data, no plotting: the report stage renders what ``ablation_results``
 returns, and writes it as ``reports/ablations.json``. Numbers come from the
-metrics files the stages wrote (declared DVC deps); a row is either the
-baseline pretraining, a pretraining variant (fine-tuned with
-``grid.finetune.modes``) or a fine-tuning mode of the baseline. What each
-family's table shows -- its rows, its question, the paper's numbers -- is data
-too: ``families/<name>.yaml`` beside this file.
-
-Seed noise is the spread over fine-tuning seeds: every pretraining variant
-runs once, so differences between pretraining runs carry that run's luck too.
+metrics files the stages wrote (declared DVC deps); a row is either a
+pretraining variant (the baseline included; fine-tuned with its modes) or a
+fine-tuning mode of the baseline. Each row pools every pretraining run of its
+variant (``grid.seeds``): its value is the mean over pretraining runs of each
+run's mean over fine-tuning seeds, and every comparison is a test from
+``pipeline.report.stats`` with its interval and verdict. What each family's
+table shows -- its rows, its question, the paper's numbers -- is data too:
+``families/<name>.yaml`` beside this file.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Mapping
 
+import numpy as np
 import yaml
+from scipy import stats as scipy_stats
 
 from pipeline.errors import ConfigError, DataError
-from pipeline.finetune.modes import CLASSICAL
+from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
+from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
 
 FAMILIES = Path(__file__).resolve().parent / "families"  # one table per family: title, question, rows, paper
-
-NOISE_RULE = ("a difference is beyond seed noise when the two means differ by more than twice the larger "
-              "of their standard deviations over fine-tuning seeds")
 
 
 def fmt(metric: str, value: float) -> str:
@@ -44,8 +45,10 @@ def load_families(names: list[str], folder: Path = FAMILIES) -> dict[str, dict]:
 
 
 def load_runs(runs: Mapping[str, Mapping]) -> dict[str, dict]:
-    """``{run name: {"pretrain": metrics, "finetune": metrics}}`` from each run's metrics folder (``runs[name].metrics``)."""
-    out = {name: {k: read_json(Path(run["metrics"]) / f"{k}.json") for k in ("pretrain", "finetune")}
+    """``{run name: {"variant", "pretrain_seed", "pretrain": metrics, "finetune": metrics}}`` from each run's
+    metrics folder (``runs[name].metrics``)."""
+    out = {name: {"variant": run.get("variant", name), "pretrain_seed": run.get("pretrain_seed", 0),
+                  **{k: read_json(Path(run["metrics"]) / f"{k}.json") for k in ("pretrain", "finetune")}}
            for name, run in runs.items()}
     task = {r["finetune"]["task"] for r in out.values()}
     if len(task) > 1:
@@ -54,33 +57,47 @@ def load_runs(runs: Mapping[str, Mapping]) -> dict[str, dict]:
     return out
 
 
-def stat(finetune: dict, mode: str, metric: str) -> dict | None:
-    r = finetune["modes"].get(mode)
-    if r is None:
+def by_variant(results: Mapping[str, dict]) -> dict[str, list[dict]]:
+    """The runs of each variant, in order of pretraining seed."""
+    out: dict[str, list[dict]] = {}
+    for r in sorted(results.values(), key=lambda r: r["pretrain_seed"]):
+        out.setdefault(r["variant"], []).append(r)
+    return out
+
+
+def score(runs: list[dict], mode: str, metric: str, confidence: float) -> dict | None:
+    """One row's number for ``mode``: its units (per-pretraining-run means; for a mode without pretraining behind
+    it, each fine-tuning run), their mean, spread and interval, and the runs behind them."""
+    ft = [x for r in runs if mode in r["finetune"]["modes"] for x in r["finetune"]["modes"][mode]["runs"]]
+    if not ft:
         return None
-    return {"mean": r[f"{metric}_mean"], "std": r[f"{metric}_std"], "n": r["n"],
-            "mlflow_run_ids": [x["mlflow_run_id"] for x in r["runs"]]}
+    groups: dict[int, list[float]] = {}
+    for x in ft:
+        groups.setdefault(x.get("pretrain_seed", 0), []).append(x[metric])
+    units = [x[metric] for x in ft] if mode in SEED_FREE else [float(np.mean(g)) for g in groups.values()]
+    n = len(units)
+    mean = float(np.mean(units))
+    sd = float(np.std(units, ddof=1)) if n > 1 else 0.0
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)) if n > 1 else None
+    return {"mean": round(mean, 6), "std": round(sd, 6), "low": None if half is None else round(mean - half, 6),
+            "high": None if half is None else round(mean + half, 6), "units": [round(u, 6) for u in units],
+            "groups": [[round(v, 6) for v in g] for g in groups.values()],
+            "n_pretrain": 0 if mode in SEED_FREE else len(groups), "n_finetune": len(ft),
+            "mlflow_run_ids": [x["mlflow_run_id"] for x in ft]}
 
 
-def pretrain_summary(pre: dict) -> dict:
-    """The pretraining numbers a row shows; ``lm`` is ``mlm`` or ``ltr`` (accuracy of that objective)."""
-    lm = "ltr" if "val/ltr_acc" in pre else "mlm"
-    return {"lm": lm, "val_lm_acc": pre.get(f"val/{lm}_acc"), "val_perplexity": pre.get("val/perplexity"),
-            "val_loss": pre.get("val/loss"), "steps": pre.get("steps"), "train_seconds": pre.get("train_seconds"),
-            "mlflow_run_id": pre.get("mlflow_run_id")}
+def pretrain_summary(pres: list[dict]) -> dict:
+    """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is ``mlm`` or ``ltr``."""
+    lm = "ltr" if "val/ltr_acc" in pres[0] else "mlm"
 
+    def mean(key: str):
+        values = [p[key] for p in pres if p.get(key) is not None]
+        return round(float(np.mean(values)), 6) if values else None
 
-def compare(a: dict | None, b: dict | None) -> dict | None:
-    """``a`` against ``b`` (each mean, std, n): the difference and whether it is beyond seed noise."""
-    if not a or not b:
-        return None
-    diff = a["mean"] - b["mean"]
-    noise = max(a["std"], b["std"])
-    if min(a["n"], b["n"]) < 2 and max(a["n"], b["n"]) < 2:
-        verdict = "no seed-noise estimate (one run each)"
-    else:
-        verdict = "beyond seed noise" if abs(diff) > 2 * noise else "within seed noise"
-    return {"diff": round(diff, 6), "noise": round(noise, 6), "verdict": verdict}
+    return {"lm": lm, "val_lm_acc": mean(f"val/{lm}_acc"), "val_perplexity": mean("val/perplexity"),
+            "val_loss": mean("val/loss"), "steps": pres[0].get("steps"), "train_seconds": mean("train_seconds"),
+            "runs": len(pres), "mlflow_run_id": pres[0].get("mlflow_run_id"),
+            "mlflow_run_ids": [p.get("mlflow_run_id") for p in pres]}
 
 
 def _paper_values(paper: list, row_label: str | None) -> dict[str, float]:
@@ -94,100 +111,190 @@ def _paper_values(paper: list, row_label: str | None) -> dict[str, float]:
     return out
 
 
-def family_result(name: str, fam: dict, runs: dict, metric: str, modes: list[str]) -> dict:
-    """One family: its rows in order, each with our numbers, the paper's, and a comparison to the first row."""
-    base_ft = runs[BASELINE]["finetune"]
+def choose_test(kind: str, row_mode: str, ref_mode: str) -> str:
+    """Which test compares two rows: variants pool their spread; modes of the same runs are paired; a mode
+    without pretraining behind it (from scratch) against one with it, Welch's."""
+    if kind == "variant":
+        return "pooled"
+    return "welch" if (row_mode in SEED_FREE) != (ref_mode in SEED_FREE) else "paired"
+
+
+def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric: str, modes: list[str],
+                  confidence: float) -> dict:
+    """One family: its rows in order, each with our numbers, the paper's, and a tested comparison to the first row."""
     rows = []
     for row in fam["rows"]:
         out = {"label": row["label"], "paper_row": row.get("paper"),
-               "paper": _paper_values(fam["paper"], row.get("paper"))}
+               "paper": _paper_values(fam.get("paper") or [], row.get("paper"))}
         if "mode" in row:
-            s = stat(base_ft, row["mode"], metric)
+            s = score(variants[BASELINE], row["mode"], metric, confidence)
             if s is None:
                 continue  # the baseline fine-tuning did not run this mode
             out.update(kind="mode", name=row["mode"], ran=True, scores={row["mode"]: s})
         else:
             v = row["variant"]
-            out.update(kind="variant", name=v, ran=v in runs)
-            if v in runs:
-                out["scores"] = {m: stat(runs[v]["finetune"], m, metric) for m in modes}
-                out["pretrain"] = pretrain_summary(runs[v]["pretrain"])
+            out.update(kind="variant", name=v, ran=v in variants)
+            if v in variants:
+                out["scores"] = {m: score(variants[v], m, metric, confidence) for m in modes}
+                out["pretrain"] = pretrain_summary([r["pretrain"] for r in variants[v]])
         rows.append(out)
     ran = [r for r in rows if r["ran"]]
     for r in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
         r["primary"] = r["scores"].get(r["name"] if r["kind"] == "mode" else modes[0])
     ref = ran[0] if ran else None
+    kind = rows[0]["kind"] if rows else None
+    pooled = None
+    if kind == "variant":
+        for mode in modes:  # each row's interval with the pooled spread the test uses
+            spread = _pool_intervals([r["scores"].get(mode) for r in ran], confidence)
+            pooled = spread if mode == modes[0] else pooled
     for r in ran:
-        r["vs_first_row"] = None if r is ref else compare(r["primary"], ref["primary"])
-    classical = stat(base_ft, CLASSICAL, metric)
-    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": rows[0]["kind"] if rows else None,
+        if r is ref or not r["primary"] or not ref["primary"]:
+            r["vs_first_row"] = None
+            continue
+        test = choose_test(kind, r["name"], ref["name"])
+        r["vs_first_row"] = compare(r["primary"]["units"], ref["primary"]["units"], test=test, confidence=confidence,
+                                    pooled=pooled, runs=(r["primary"]["n_finetune"], ref["primary"]["n_finetune"]))
+    classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
+    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": kind,
             "reference_row": ref["label"] if ref else None, "rows": rows, "classical": classical,
             "paper": fam.get("paper") or [], "note": fam.get("note")}
 
 
-def _paper_direction(fam: dict, row: dict, ref: dict) -> str:
-    """What the paper says about ``row`` against ``ref`` (first source with both, its first column), as a clause."""
+def _pool_intervals(scores: list[dict | None], confidence: float) -> tuple[float, int]:
+    """Set each score's interval from the variance of a run mean pooled over ``scores``; return (variance, df)."""
+    var, df = pooled_variance([s["units"] for s in scores if s])
+    for s in scores:
+        if s and df:
+            half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(var / len(s["units"])))
+            s.update(low=round(s["mean"] - half, 6), high=round(s["mean"] + half, 6))
+    return var, df
+
+
+def _paper_direction(fam: dict, row: dict, ref: dict) -> tuple[str, int]:
+    """What the paper says about ``row`` against ``ref`` (first source with both, its first column), as a clause,
+    and its sign."""
     for block in fam["paper"]:
         a, b = block["rows"].get(row.get("paper_row")), block["rows"].get(ref.get("paper_row"))
         if a is not None and b is not None:
             col, d = block["columns"][0], a[0] - b[0]
             if d == 0:
-                return f"the paper found no difference ({col} {a[0]} vs {b[0]})"
-            return f"the paper found it {'better' if d > 0 else 'worse'} by {abs(d):.1f} ({col} {a[0]} vs {b[0]})"
-    return ""
+                return f"the paper found no difference ({col} {a[0]} vs {b[0]})", 0
+            return (f"the paper found it {'better' if d > 0 else 'worse'} by {abs(d):.1f} ({col} {a[0]} vs {b[0]})",
+                    1 if d > 0 else -1)
+    return "", 0
 
 
-def findings(families: list[dict], baseline_ft: dict, metric: str, task: str) -> list[str]:
+def describe(c: dict, metric: str) -> str:
+    """A comparison in words: the verdict, the interval, the p-value, the runs behind each side."""
+    if c["low"] is None:
+        return f"{c['verdict']}: {c['n_pretrain'][0]} vs {c['n_pretrain'][1]} pretraining runs"
+    words = (f"{c['verdict']}{' (borderline)' if c['borderline'] else ''}: "
+             f"{round(100 * c['confidence'])}% interval {_signed(metric, c['low'])} to {_signed(metric, c['high'])}, "
+             f"p = {c['p']:.3f}")
+    if c["verdict"] == "inconclusive":
+        n = c["seeds_needed"]
+        words += (f"; about {n} pretraining runs per side would decide a difference this size" if n else
+                  "; the difference is too small to decide with any practical number of runs")
+    return words
+
+
+def _signed(metric: str, value: float) -> str:
+    return ("+" if value >= 0 else "−") + fmt(metric, abs(value))
+
+
+def findings(families: list[dict], classical: dict | None, pretrained: dict | None, metric: str, task: str,
+             confidence: float) -> list[str]:
     """One sentence per comparison, generated from the numbers (never hand-written)."""
     out = []
     for fam in families:
         ran = [r for r in fam["rows"] if r["ran"] and r["primary"]]
         for r in ran[1:]:
             ref, c = ran[0], r["vs_first_row"]
+            if c is None:
+                continue
             if fmt(metric, abs(c["diff"])) == fmt(metric, 0.0):
                 how = f"is level with {ref['label']}"
             else:
-                how = (f"is {fmt(metric, abs(c['diff']))} points {'better' if c['diff'] > 0 else 'worse'} than "
+                how = (f"is {fmt(metric, abs(c['diff']))} points {'above' if c['diff'] > 0 else 'below'} "
                        f"{ref['label']}")
             sentence = (f"{fam['title']}: {r['label']} {how} on {task} dev {metric} "
-                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref['primary']['mean'])}; {c['verdict']})")
-            paper = _paper_direction(fam, r, ref)
+                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref['primary']['mean'])}; "
+                        f"{describe(c, metric)})")
+            paper, sign = _paper_direction(fam, r, ref)
             if paper:
-                if c["verdict"] != "beyond seed noise":
+                if c["verdict"] not in ("better", "worse"):
                     paper += "; too close to tell here"
                 else:
-                    paper += "; the same direction here" if (c["diff"] > 0) == (" better " in paper) else \
+                    paper += "; the same direction here" if (c["diff"] > 0) == (sign > 0) else \
                         "; the opposite direction here"
                 sentence += f"; {paper}"
             out.append(sentence + ".")
-    ours, classical = stat(baseline_ft, "pretrained", metric), stat(baseline_ft, CLASSICAL, metric)
-    if ours and classical:
-        c = compare(ours, classical)
+    if pretrained and classical:
+        c = compare(pretrained["units"], [classical["mean"]], test="fixed", confidence=confidence)
         out.append(f"Fine-tuning the baseline is {fmt(metric, abs(c['diff']))} points "
                    f"{'above' if c['diff'] > 0 else 'below'} the TF-IDF baseline "
-                   f"({fmt(metric, ours['mean'])} vs {fmt(metric, classical['mean'])}).")
+                   f"({fmt(metric, pretrained['mean'])} vs {fmt(metric, classical['mean'])}; {describe(c, metric)}).")
+    return out
+
+
+def method(variants: dict[str, list[dict]], families: list[dict], metric: str, confidence: float) -> dict:
+    """The design and the test in numbers: runs per row, the noise measured on the baseline's runs, and the
+    false-positive rate and power of the test at that noise, by simulation."""
+    base = score(variants[BASELINE], "pretrained", metric, confidence)
+    seeds = {v: len(runs) for v, runs in variants.items()}
+    m = max((len(g) for g in base["groups"]), default=1) if base else 1
+    sd_p, sd_f = variance_components(base["groups"]) if base else (0.0, 0.0)
+    out = {"pretraining_runs": seeds, "finetune_seeds": m, "confidence": confidence,
+           "sd_pretrain": round(sd_p, 6), "sd_finetune": round(sd_f, 6)}
+    ks = [seeds[BASELINE], *(seeds[v] for v in seeds if v != BASELINE)] if len(seeds) > 1 else \
+        [seeds[BASELINE], seeds[BASELINE]]
+    if (sd_p or sd_f) and sum(k - 1 for k in ks):
+        null = simulate(0.0, sd_p, sd_f, ks, m, sims=20000, confidence=confidence, seed=0)
+        out["false_positive_rate"] = round(null["better"] + null["worse"], 4)
+        out["smallest_detectable"] = round(smallest_detectable(sd_p, sd_f, ks, m, confidence=confidence), 6)
+        observed = sorted({abs(r["vs_first_row"]["diff"]) for f in families if f["kind"] == "variant"
+                           for r in f["rows"] if r.get("vs_first_row")})
+        out["power_at_observed"] = {fmt(metric, d): round(simulate(d, sd_p, sd_f, ks, m, sims=20000,
+                                                                   confidence=confidence, seed=1)["better"], 3)
+                                    for d in observed}
     return out
 
 
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict],
-                     modes: list[str]) -> dict:
+                     modes: list[str], confidence: float = 0.95) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
-    ``runs``: each run of the grid (the baseline first) with its ``metrics`` folder;
-    ``families``: the table specs (``load_families``); ``modes``: how each variant was fine-tuned.
+    ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
+    ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
+    was fine-tuned.
     """
     results = load_runs(runs)
-    ft = results[BASELINE]["finetune"]
+    variants = by_variant(results)
+    ft = variants[BASELINE][0]["finetune"]
     metric = ft["metric"]
-    fams = [family_result(name, spec, results, metric, modes) for name, spec in families.items()]
+    fams = [family_result(name, spec, variants, metric, modes, confidence) for name, spec in families.items()]
+    classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
+    pretrained = score(variants[BASELINE], "pretrained", metric, confidence)
     # The same numbers as nested mappings, which `dvc metrics show` and `dvc exp show` list (they skip lists).
-    table = {f["name"]: {r["name"]: {f"{mode}_{k}": s[k] for mode, s in r["scores"].items() if s
-                                     for k in ("mean", "std", "n")}
-                         for r in f["rows"] if r["ran"]} for f in fams}
+    table = {}
+    for f in fams:
+        table[f["name"]] = {}
+        for r in f["rows"]:
+            if not r["ran"]:
+                continue
+            entry = {f"{mode}_{k}": s[k] for mode, s in r["scores"].items() if s
+                     for k in ("mean", "low", "high", "n_pretrain", "n_finetune") if s[k] is not None}
+            c = r.get("vs_first_row")
+            if c and c.get("low") is not None:
+                entry.update({"vs_first_diff": c["diff"], "vs_first_low": c["low"], "vs_first_high": c["high"],
+                              "vs_first_p": c["p"]})
+            table[f["name"]][r["name"]] = entry
     return {"grid": grid, "table": table, "task": ft["task"], "metric": metric, "variant_modes": modes,
-            "noise_rule": NOISE_RULE, "families": fams,
-            "findings": findings(fams, ft, metric, ft["task"]),
-            "runs": {name: {"pretrain": pretrain_summary(r["pretrain"]),
+            "method": method(variants, fams, metric, confidence), "families": fams,
+            "findings": findings(fams, classical, pretrained, metric, ft["task"], confidence),
+            "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
+                            "pretrain": pretrain_summary([r["pretrain"]]),
                             "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]
                                               for m, v in r["finetune"]["modes"].items()}}
                      for name, r in results.items()}}

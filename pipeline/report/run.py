@@ -15,7 +15,8 @@ from pipeline.tracking import check_tracking, git_commit, redact, tracking_uri
 def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)
     runs = OmegaConf.to_container(cfg.runs, resolve=True)
-    res = ablation_results(runs, cfg.grid.name, load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes))
+    res = ablation_results(runs, cfg.grid.name, load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes),
+                           confidence=cfg.report.confidence)
     base = Path(runs[BASELINE]["metrics"])
     write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
                  ft=read_json(base / "finetune.json"), client=MlflowClient(tracking_uri(cfg)),
