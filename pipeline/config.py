@@ -23,9 +23,8 @@ from pipeline.finetune.modes import MODES
 from pipeline.model.config import BertConfig
 from pipeline.optim import OPTIMIZERS
 from pipeline.pretrain.objectives import LM_OBJECTIVES
-from pipeline.variants import find_variant, register_resolvers
+from pipeline.variants import CONF_DIR, find_variant, register_resolvers
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
 

@@ -25,14 +25,17 @@ other or an output DVC tracks; each job is still one MLflow run.
 """
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import SEED_FREE
 
 BASELINE = "baseline"
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
 STAGE_OUTPUTS = {
     "prepare_corpus": ("corpus", "metrics"),
@@ -124,14 +127,54 @@ def register_resolvers() -> None:
                                   replace=True)
 
 
-def parse_overrides(name: str, overrides: list[str], cfg: DictConfig) -> DictConfig:
-    """A variant's ``key=value`` list as a config, every key checked against the baseline's."""
-    for item in overrides:
-        key, sep, _ = item.partition("=")
-        if not sep or OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
+def with_overrides(cfg: DictConfig, name: str, overrides: list[str], conf_dir: Path = CONF_DIR) -> DictConfig:
+    """``cfg`` with a variant's overrides applied, in Hydra's override grammar.
+
+    ``group=choice`` (``model=mini``, ``objective=ltr``) replaces the whole group
+    by the preset conf/ defines for it, as Hydra composes it; ``key=value`` sets
+    a key that must already exist (a typo is an error naming the variant and the
+    entry). The result is a new config; ``cfg`` is left as it is.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"variant {name}: its settings {list(overrides)} are not Hydra overrides ({e})") from None
+    out = copy.deepcopy(cfg)
+    for item, o in zip(overrides, parsed):
+        key = o.key_or_group
+        if o.is_add() or o.is_delete() or o.package:
+            raise ConfigError(f"variant {name}: set entry {item!r} is not allowed: expected key=value or group=choice")
+        if "." not in key and (conf_dir / key).is_dir():  # a config group: the preset, as Hydra composes it
+            preset = _group_preset(conf_dir, key, str(o.value()), name)
+            with open_dict(out):
+                out[key] = preset
+        elif OmegaConf.select(out, key, default=_MISSING) is _MISSING:
             raise ConfigError(f"variant {name}: set entry {item!r} is not allowed: expected key=value with a key "
-                              "that exists in the configuration")
-    return OmegaConf.from_dotlist(list(overrides))
+                              "that exists in the configuration, or group=choice of a conf/ group")
+        else:
+            OmegaConf.update(out, key, o.value(), merge=False)
+    return out
+
+
+def _group_preset(conf_dir: Path, group: str, choice: str, name: str) -> DictConfig:
+    """conf/'s ``group=choice`` as Hydra composes it (inside a running Hydra app, with that app's search path)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    if not (conf_dir / group / f"{choice}.yaml").is_file():
+        known = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+        raise ConfigError(f"variant {name}: {group}={choice} is not allowed: expected one of {', '.join(known)}")
+    try:
+        if GlobalHydra.instance().is_initialized():
+            return compose("config", overrides=[f"{group}={choice}"])[group]
+        with initialize_config_dir(str(conf_dir), version_base="1.3"):
+            return compose("config", overrides=[f"{group}={choice}"])[group]
+    except HydraException as e:
+        raise ConfigError(f"variant {name}: {group}={choice} does not compose ({e})") from None
 
 
 def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
@@ -159,7 +202,7 @@ def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
     else:
         raise ConfigError(f"variant={variant}: the {stage} stage has no variants (only make_pairs, pretrain and "
                           "finetune do); run it without variant=")
-    return OmegaConf.merge(cfg, parse_overrides(variant, overrides, cfg), {"paths": paths})
+    return OmegaConf.merge(with_overrides(cfg, variant, overrides), {"paths": paths})
 
 
 def sweep_outputs(cfg: DictConfig, stage: str) -> DictConfig:

@@ -24,7 +24,10 @@ def test_every_variant_is_a_valid_run_with_its_own_outputs(name):
     validate(cfg)
     for item in find_variant(CFG, name):
         key, value = item.split("=", 1)
-        assert OmegaConf.select(cfg, key) == yaml.safe_load(value), item
+        if "." in key:
+            assert OmegaConf.select(cfg, key) == yaml.safe_load(value), item
+        else:  # group=choice: the group is conf/'s preset, as Hydra composes it
+            assert cfg[key] == compose([item])[key], item
     assert cfg.paths.pretrain == f"models/variants/{name}" and cfg.paths.metrics == f"metrics/variants/{name}"
     own = data_overrides(find_variant(CFG, name))
     assert cfg.paths.pairs == (f"data/variants/{name}" if own else "data/pairs")
@@ -120,6 +123,18 @@ def test_bad_variant_is_a_clear_error(variant, stage, fragment):
     with pytest.raises(ConfigError) as e:
         apply_variant(OmegaConf.merge(CFG, {"variant": variant}), stage)
     assert fragment in str(e.value)
+
+
+def test_variants_speak_hydra_s_override_grammar_with_group_choices():
+    cfg = apply_variant(OmegaConf.merge(CFG, {"variant": "size_mini"}), "pretrain")
+    assert cfg.model.name == "mini" and cfg.model.hidden_size == 256 and cfg.model.num_hidden_layers == 4
+    assert OmegaConf.to_container(cfg.masking) == OmegaConf.to_container(CFG.masking)
+    ltr = apply_variant(OmegaConf.merge(CFG, {"variant": "ltr"}), "pretrain")
+    assert ltr.objective.lm == "left_to_right" and ltr.objective.nsp is False and ltr.objective.name == "ltr"
+    base = OmegaConf.create(OmegaConf.to_container(CFG))
+    bad = OmegaConf.merge(base, {"variant": "bad", "family": {"depth": {"bad": ["model=enormous"]}}})
+    with pytest.raises(ConfigError, match="variant bad: model=enormous is not allowed: expected one of base, demo"):
+        apply_variant(bad, "pretrain")
 
 
 def test_variant_with_a_typo_in_its_settings_is_refused():

@@ -31,81 +31,26 @@ def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
     return ((seed * 1_000_003 + epoch + 1) * 1_000_033 + batch_idx) % (2**63 - 1)
 
 
-class BertPretraining(L.LightningModule):
-    """Masked LM (+ NSP) or left-to-right LM on our BERT; metrics are ``split/name``."""
+class PretrainingModule(L.LightningModule):
+    """What every pretraining objective shares: its optimiser and schedule, a loss that must stay finite, the
+    RNG state in checkpoints (a resumed run draws what the uninterrupted one would), resuming at another world
+    size, and perplexity over a whole validation pass. ``model`` is the network being pretrained."""
 
-    def __init__(self, config: BertConfig, masking: MaskingConfig, *, nsp: bool, optim: dict, max_steps: int,
-                 seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None,
-                 fused_optimizer: bool = True):
+    model: torch.nn.Module
+
+    def __init__(self, *, optim: dict, max_steps: int, fused_optimizer: bool = True):
         super().__init__()
-        self.save_hyperparameters(ignore=["continuation"])
-        self.continuation = continuation  # (V,) bool, for whole-word masking
-        self.model = BertForPreTraining(config)
-        self.ltr = config.causal
-        self.lm = "ltr" if self.ltr else "mlm"  # metric prefix
-        self.masking, self.nsp, self.optim, self.max_steps = masking, nsp and not self.ltr, optim, max_steps
-        self.seed, self.mask_id, self.vocab_size = seed, mask_id, config.vocab_size
-        self.cls_id, self.sep_id, self.fused = cls_id, sep_id, fused_optimizer
-        # Accumulated over a whole validation pass (counts, not means of means).
-        self.val_lm_acc = MulticlassAccuracy(num_classes=config.vocab_size, average="micro")
+        self.optim, self.max_steps, self.fused = optim, max_steps, fused_optimizer
         self.val_lm_loss = MeanMetric()  # per predicted token, for perplexity
-        self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
-
-    def _mask(self, batch: dict, batch_idx: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        ids = batch["input_ids"]
-        special = (batch["attention_mask"] == 0) | (ids == self.cls_id) | (ids == self.sep_id)
-        if self.masking.static and split == "train":
-            # One fixed mask per stored example (each of the dupe_factor copies has its own).
-            seeds = [example_seed(self.seed, int(i)) for i in batch["index"]]
-            return mask_examples(ids, special, seeds, self.masking, mask_id=self.mask_id,
-                                 vocab_size=self.vocab_size, continuation=self.continuation)
-        # Validation reuses the same masks at every check, so its curve compares like with like.
-        epoch = self.current_epoch if split == "train" else -1
-        g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, batch_idx))
-        return mask_tokens(ids, special, self.masking, mask_id=self.mask_id,
-                           vocab_size=self.vocab_size, generator=g, continuation=self.continuation)
-
-    def _inputs_and_targets(self, batch: dict, batch_idx: int, split: str):
-        """(input ids, predicted positions (B, T) bool, targets (N,)) for the configured objective."""
-        ids, real = batch["input_ids"], batch["attention_mask"].bool()
-        if self.ltr:
-            # Each position predicts the next real token; the inputs stay uncorrupted.
-            positions = torch.zeros_like(real)
-            positions[:, :-1] = real[:, 1:]
-            return ids, positions, ids[:, 1:][real[:, 1:]]
-        corrupted, labels = self._mask(batch, batch_idx, split)
-        masked = labels != IGNORE_INDEX
-        return corrupted, masked, labels[masked]
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
-        inputs, positions, targets = self._inputs_and_targets(batch, batch_idx, split)
-        out = self.model(inputs, batch["token_type_ids"], batch["attention_mask"], masked_positions=positions)
-        nsp_labels = batch["next_sentence_label"] if self.nsp else None
-        loss, lm_loss, nsp_loss = pretraining_loss(out, targets, nsp_labels)
-        B, lm = batch["input_ids"].shape[0], self.lm
+        raise NotImplementedError
+
+    def check_finite(self, loss: torch.Tensor, split: str) -> None:
         if not torch.isfinite(loss):
             raise TrainingError(
                 f"{split}/loss is {loss.item()} at step {self.global_step}: training stopped. The last good "
                 f"checkpoint is kept under {self.checkpoint_dir}; lower optim.lr or raise optim.warmup_ratio")
-        if split == "train":
-            self.log("train/loss", loss, prog_bar=True, batch_size=B)
-            self.log(f"train/{lm}_loss", lm_loss, batch_size=B)
-            self.log(f"train/{lm}_acc", (out.mlm_logits.argmax(-1) == targets).float().mean(), batch_size=B)
-            if self.nsp:
-                self.log("train/nsp_loss", nsp_loss, batch_size=B)
-                self.log("train/nsp_acc", (out.nsp_logits.argmax(-1) == nsp_labels).float().mean(), batch_size=B)
-            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=B)
-        else:
-            self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
-            self.log(f"val/{lm}_loss", lm_loss, on_epoch=True, batch_size=B)
-            self.val_lm_acc(out.mlm_logits, targets)
-            self.log(f"val/{lm}_acc", self.val_lm_acc, on_epoch=True, prog_bar=True, batch_size=B)
-            self.val_lm_loss.update(lm_loss.detach(), weight=targets.numel())
-            if self.nsp:
-                self.log("val/nsp_loss", nsp_loss, on_epoch=True, batch_size=B)
-                self.val_nsp_acc(out.nsp_logits, nsp_labels)
-                self.log("val/nsp_acc", self.val_nsp_acc, on_epoch=True, batch_size=B)
-        return loss
 
     @property
     def checkpoint_dir(self) -> str:
@@ -143,3 +88,76 @@ class BertPretraining(L.LightningModule):
 
     def configure_optimizers(self):
         return build_optimizer(self.model, self.optim, self.max_steps, fused=self.fused)
+
+
+class BertPretraining(PretrainingModule):
+    """Masked LM (+ NSP) or left-to-right LM on our BERT; metrics are ``split/name``."""
+
+    def __init__(self, config: BertConfig, masking: MaskingConfig, *, nsp: bool, optim: dict, max_steps: int,
+                 seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None,
+                 fused_optimizer: bool = True):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
+        self.save_hyperparameters(ignore=["continuation"])
+        self.continuation = continuation  # (V,) bool, for whole-word masking
+        self.model = BertForPreTraining(config)
+        self.ltr = config.causal
+        self.lm = "ltr" if self.ltr else "mlm"  # metric prefix
+        self.masking, self.nsp = masking, nsp and not self.ltr
+        self.seed, self.mask_id, self.vocab_size = seed, mask_id, config.vocab_size
+        self.cls_id, self.sep_id = cls_id, sep_id
+        # Accumulated over a whole validation pass (counts, not means of means).
+        self.val_lm_acc = MulticlassAccuracy(num_classes=config.vocab_size, average="micro")
+        self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
+
+    def _mask(self, batch: dict, batch_idx: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = batch["input_ids"]
+        special = (batch["attention_mask"] == 0) | (ids == self.cls_id) | (ids == self.sep_id)
+        if self.masking.static and split == "train":
+            # One fixed mask per stored example (each of the dupe_factor copies has its own).
+            seeds = [example_seed(self.seed, int(i)) for i in batch["index"]]
+            return mask_examples(ids, special, seeds, self.masking, mask_id=self.mask_id,
+                                 vocab_size=self.vocab_size, continuation=self.continuation)
+        # Validation reuses the same masks at every check, so its curve compares like with like.
+        epoch = self.current_epoch if split == "train" else -1
+        g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, batch_idx))
+        return mask_tokens(ids, special, self.masking, mask_id=self.mask_id,
+                           vocab_size=self.vocab_size, generator=g, continuation=self.continuation)
+
+    def _inputs_and_targets(self, batch: dict, batch_idx: int, split: str):
+        """(input ids, predicted positions (B, T) bool, targets (N,)) for the configured objective."""
+        ids, real = batch["input_ids"], batch["attention_mask"].bool()
+        if self.ltr:
+            # Each position predicts the next real token; the inputs stay uncorrupted.
+            positions = torch.zeros_like(real)
+            positions[:, :-1] = real[:, 1:]
+            return ids, positions, ids[:, 1:][real[:, 1:]]
+        corrupted, labels = self._mask(batch, batch_idx, split)
+        masked = labels != IGNORE_INDEX
+        return corrupted, masked, labels[masked]
+
+    def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
+        inputs, positions, targets = self._inputs_and_targets(batch, batch_idx, split)
+        out = self.model(inputs, batch["token_type_ids"], batch["attention_mask"], masked_positions=positions)
+        nsp_labels = batch["next_sentence_label"] if self.nsp else None
+        loss, lm_loss, nsp_loss = pretraining_loss(out, targets, nsp_labels)
+        B, lm = batch["input_ids"].shape[0], self.lm
+        self.check_finite(loss, split)
+        if split == "train":
+            self.log("train/loss", loss, prog_bar=True, batch_size=B)
+            self.log(f"train/{lm}_loss", lm_loss, batch_size=B)
+            self.log(f"train/{lm}_acc", (out.mlm_logits.argmax(-1) == targets).float().mean(), batch_size=B)
+            if self.nsp:
+                self.log("train/nsp_loss", nsp_loss, batch_size=B)
+                self.log("train/nsp_acc", (out.nsp_logits.argmax(-1) == nsp_labels).float().mean(), batch_size=B)
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=B)
+        else:
+            self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
+            self.log(f"val/{lm}_loss", lm_loss, on_epoch=True, batch_size=B)
+            self.val_lm_acc(out.mlm_logits, targets)
+            self.log(f"val/{lm}_acc", self.val_lm_acc, on_epoch=True, prog_bar=True, batch_size=B)
+            self.val_lm_loss.update(lm_loss.detach(), weight=targets.numel())
+            if self.nsp:
+                self.log("val/nsp_loss", nsp_loss, on_epoch=True, batch_size=B)
+                self.val_nsp_acc(out.nsp_logits, nsp_labels)
+                self.log("val/nsp_acc", self.val_nsp_acc, on_epoch=True, batch_size=B)
+        return loss
