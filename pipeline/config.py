@@ -20,9 +20,9 @@ from pipeline.data.shards import FORMATS
 from pipeline.data.tokenizer import SPECIAL_TOKENS
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import MODES
-from pipeline.model.config import BertConfig
+from pipeline.model.config import build_config
 from pipeline.optim import OPTIMIZERS
-from pipeline.pretrain.objectives import LM_OBJECTIVES
+from pipeline.pretrain.objectives import ARCHITECTURE_OF, LM_OBJECTIVES
 from pipeline.variants import CONF_DIR, find_variant, register_resolvers
 
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
@@ -107,8 +107,13 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "masking.whole_word", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "masking.static", lambda v: isinstance(v, bool), "true or false")
     if "model" in cfg:
-        sizes = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k not in ("name", "init_from")}
-        BertConfig(vocab_size=cfg.get("tokenizer", {}).get("vocab_size", 1 << 16), **sizes)  # its own checks
+        lm = cfg.get("objective", {}).get("lm", "masked")
+        arch = cfg.model.get("architecture", "bert")
+        if lm in ARCHITECTURE_OF and arch != ARCHITECTURE_OF[lm]:
+            raise ConfigError(f"objective.lm={lm} is not allowed with model.architecture={arch}: expected a "
+                              f"{ARCHITECTURE_OF[lm]} model (e.g. model={ARCHITECTURE_OF[lm]})")
+        build_config(OmegaConf.to_container(cfg.model), cfg.get("tokenizer", {}).get("vocab_size", 1 << 16),
+                     lm if lm in ARCHITECTURE_OF else "masked")  # the architecture's own checks
         if "pairs" in cfg and cfg.model.max_position_embeddings < cfg.pairs.max_seq_length:
             raise ConfigError(
                 f"pairs.max_seq_length={cfg.pairs.max_seq_length} is not allowed: expected at most "

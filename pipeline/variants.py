@@ -43,6 +43,7 @@ STAGE_OUTPUTS = {
     "make_pairs": ("pairs", "metrics"),
     "pretrain": ("pretrain", "metrics", "plots"),
     "finetune": ("metrics",),
+    "probe": ("metrics",),
     "report": ("reports",),
 }
 _MISSING = object()

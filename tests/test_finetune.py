@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pipeline.finetune.encoders import Encoder
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.modes import FEATURE_SETS
 from pipeline.finetune.training import summarize
@@ -16,7 +17,7 @@ def test_pooled_states_average_real_tokens_of_every_layer():
                                  intermediate_size=32))
     data = [{"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 0, 0], "label": 1},
             {"input_ids": [2, 9, 3], "token_type_ids": [0, 0, 0], "label": 0}]
-    states = pooled_states(model, data)
+    states = pooled_states(Encoder(model), data)
     assert states.shape == (2, 4, 16)  # embeddings + 3 layers
     with torch.no_grad():
         alone = model(torch.tensor([[2, 9, 3]]), output_hidden_states=True).hidden_states

@@ -79,7 +79,7 @@ def test_families_rows_and_tested_comparisons(report):
     s = ltr["scores"]["pretrained"]
     assert s["mean"] == pytest.approx(0.555) and s["n_pretrain"] == 2 and s["n_finetune"] == 6
     assert s["units"] == pytest.approx([0.55, 0.56])
-    c = ltr["vs_first_row"]  # 55.5 vs 61.0 over two runs each; the spread pooled over the family's rows
+    c = ltr["vs"]  # 55.5 vs 61.0 over two runs each; the spread pooled over the family's rows
     assert c["verdict"] == "worse" and c["diff"] == pytest.approx(-0.055) and c["high"] < 0 < c["p"] < 0.05
     assert c["borderline"] and c["df"] == 2  # two rows of two runs: two degrees of freedom; p between 0.01 and 0.1
     assert c["n_pretrain"] == [2, 2] and c["n_finetune"] == [6, 6] and "pooled" in c["test"]
@@ -87,13 +87,13 @@ def test_families_rows_and_tested_comparisons(report):
                             "SQuAD 1.1 dev F1": 77.8}
     assert ltr["pretrain"]["lm"] == "ltr" and ltr["pretrain"]["val_lm_acc"] == 0.25 and ltr["pretrain"]["runs"] == 2
     nsp = {r["name"]: r for r in fams["nsp"]["rows"]}
-    assert nsp["nsp_off_full_sentences"]["vs_first_row"]["verdict"] == "inconclusive"
-    assert nsp["nsp_off_full_sentences"]["vs_first_row"]["seeds_needed"] is None  # the means are equal
+    assert nsp["nsp_off_full_sentences"]["vs"]["verdict"] == "inconclusive"
+    assert nsp["nsp_off_full_sentences"]["vs"]["seeds_needed"] is None  # the means are equal
     scratch = fams["pretraining"]["rows"][1]
     assert scratch["scores"]["scratch"]["n_pretrain"] == 0 and scratch["scores"]["scratch"]["n_finetune"] == 3
-    assert scratch["vs_first_row"]["verdict"] == "worse" and "Welch" in scratch["vs_first_row"]["test"]
+    assert scratch["vs"]["verdict"] == "worse" and "Welch" in scratch["vs"]["test"]
     frozen = fams["features"]["rows"][1]
-    assert frozen["vs_first_row"]["verdict"] == "worse" and "paired" in frozen["vs_first_row"]["test"]
+    assert frozen["vs"]["verdict"] == "worse" and "paired" in frozen["vs"]["test"]
     assert fams["pretraining"]["classical"]["mean"] == 0.52 and fams["pretraining"]["classical"]["n_finetune"] == 1
     method = saved["method"]
     assert method["pretraining_runs"] == {"baseline": 2, "nsp_off_full_sentences": 2, "ltr": 2}
@@ -127,7 +127,7 @@ def test_a_comparison_with_one_pretraining_run_per_side_is_never_a_verdict(tmp_p
 
     res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["nsp", "objective"]),
                            ["pretrained", "frozen_weighted"])
-    verdicts = [r["vs_first_row"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs_first_row")]
+    verdicts = [r["vs"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs")]
     assert verdicts and set(verdicts) == {"inconclusive (one run each)"}
 
 

@@ -164,6 +164,13 @@ class PairsDataset:
         return np.concatenate([np.asarray(self._shard(k)[1][:, 1]) for k in range(len(self._shards))]) \
             if len(self) else np.zeros(0, np.int64)
 
+    def token_counts(self, vocab_size: int) -> np.ndarray:
+        """(V,) int64: how often each token id occurs in the examples, read shard by shard."""
+        counts = np.zeros(vocab_size, np.int64)
+        for k in range(len(self._shards)):
+            counts += np.bincount(np.asarray(self._shard(k)[0]), minlength=vocab_size)[:vocab_size]
+        return counts
+
     def __getitem__(self, i: int) -> dict:
         n = len(self)
         i = int(i)

@@ -1,4 +1,5 @@
-"""Heads on a frozen encoder: the paper's feature sets (Table 7), mixed from the states of every layer.
+"""Heads on a frozen encoder (any generation's, ``Encoder``): the paper's feature sets (Table 7), mixed from
+the states of every layer.
 
 ``LayerMix`` picks, adds, concatenates or (ELMo's way) learns a mix of the
 layers' states; ``FeatureHead`` classifies a text from its pooled states;
@@ -13,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
 from pipeline.finetune.modes import FEATURE_SETS
-from pipeline.model.bert import BertModel
+from pipeline.finetune.encoders import Encoder
 
 
 class LayerMix(nn.Module):
@@ -75,13 +76,13 @@ class FeatureHead(nn.Module):
 
 
 @torch.no_grad()
-def pooled_states(encoder: BertModel, data: list[dict], batch_size: int = 64) -> torch.Tensor:
-    """(N, L+1, H): each example's mean token state (real tokens only) at every layer, embeddings first."""
+def pooled_states(encoder: Encoder, data: list[dict], batch_size: int = 64) -> torch.Tensor:
+    """(N, L+1, H): each example's mean token state (real tokens only) at every layer, the token layer first."""
     encoder.eval()
     out = []
     for batch in DataLoader(data, batch_size=batch_size, collate_fn=pad_collate):
-        enc = encoder(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], output_hidden_states=True)
-        states = torch.stack(enc.hidden_states, 1)                     # (B, L+1, T, H)
+        states = torch.stack(encoder(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]), 1)
+        #                                                              (B, L+1, T, H)
         m = batch["attention_mask"][:, None, :, None].to(states.dtype)  # (B, 1, T, 1)
         out.append((states * m).sum(2) / m.sum(2))                     # (B, L+1, H)
     return torch.cat(out)
@@ -90,14 +91,13 @@ def pooled_states(encoder: BertModel, data: list[dict], batch_size: int = 64) ->
 class FrozenBiLSTMTagger(nn.Module):
     """The paper's feature-based NER: frozen BERT states -> layer mix -> 2-layer BiLSTM -> tags."""
 
-    def __init__(self, encoder: BertModel, feature_set: str, num_labels: int, lstm_hidden: int | None = None):
+    def __init__(self, encoder: Encoder, feature_set: str, num_labels: int, lstm_hidden: int | None = None):
         super().__init__()
         self.encoder = encoder.eval()
         for p in self.encoder.parameters():
             p.requires_grad_(False)
-        cfg = encoder.config
-        self.mix = LayerMix(feature_set, cfg.num_hidden_layers + 1, cfg.hidden_size)
-        hidden = lstm_hidden or cfg.hidden_size
+        self.mix = LayerMix(feature_set, encoder.n_states, encoder.hidden_size)
+        hidden = lstm_hidden or encoder.hidden_size
         self.lstm = nn.LSTM(self.mix.width, hidden, num_layers=2, bidirectional=True, batch_first=True)
         self.classifier = nn.Linear(2 * hidden, num_labels)
 
@@ -108,8 +108,7 @@ class FrozenBiLSTMTagger(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         with torch.no_grad():
-            states = self.encoder(input_ids, token_type_ids, attention_mask, output_hidden_states=True).hidden_states
-            states = torch.stack(states, 2)  # (B, T, L+1, H)
+            states = torch.stack(self.encoder(input_ids, token_type_ids, attention_mask), 2)  # (B, T, L+1, H)
         x = self.mix(states)  # (B, T, width)
         lengths = (attention_mask.sum(1) if attention_mask is not None else
                    torch.full((x.shape[0],), x.shape[1])).cpu()

@@ -2,7 +2,8 @@
 
 Each mode trains one network per seed:
 
-* ``pretrained`` / ``scratch`` -- ``BertForSequenceClassification``, a head on the pooled ``[CLS]``;
+* ``pretrained`` / ``scratch`` -- BERT's ``BertForSequenceClassification``, a head on the pooled ``[CLS]``
+  (the models BERT grew out of: a head on their top layer's mean, ``pipeline.finetune.encoders``);
 * ``frozen_<set>`` -- a small head (``FeatureHead``) on each example's token
   states averaged over its real tokens, at the layers of the feature set. The
   states of every layer come from one pass of the frozen encoder, shared by
@@ -20,12 +21,10 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from pipeline.data.datamodule import pad_collate
+from pipeline.finetune.encoders import frozen_encoder, sequence_classifier
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.tasks.base import Example, TaskData, score
 from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
-from pipeline.io import read_json
-from pipeline.model.bert import BertForSequenceClassification
-from pipeline.model.hf import config_from_hf, load_hf
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +85,7 @@ class SentenceRunner:
         r = self.recipe
         L.seed_everything(seed, workers=True, verbose=False)
         torch.manual_seed(seed)  # the classifier head (and, from scratch, everything) starts from this seed
-        if mode == "pretrained":
-            model = load_hf(self.export_dir, BertForSequenceClassification, num_labels=self.task.num_outputs)
-        else:
-            model = BertForSequenceClassification(config_from_hf(read_json(self.export_dir / "config.json")),
-                                                  self.task.num_outputs)
+        model = sequence_classifier(self.export_dir, self.task.num_outputs, pretrained=mode == "pretrained")
         model.train()  # load_hf returns eval mode; both starts must train with dropout alike
         g = torch.Generator().manual_seed(seed)
         train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
@@ -127,7 +122,7 @@ class SentenceRunner:
     def states(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(train, dev) pooled states of every layer of the frozen encoder, computed once for every head and seed."""
         if self._states is None:
-            encoder = load_hf(self.export_dir, BertForSequenceClassification, num_labels=self.task.num_outputs).bert
+            encoder = frozen_encoder(self.export_dir)
             self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
                             pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
         return self._states

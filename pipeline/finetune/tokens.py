@@ -24,13 +24,11 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
+from pipeline.finetune.encoders import frozen_encoder, token_classifier
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.tasks.conll import NerTask, Sentence
 from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
-from pipeline.io import read_json
-from pipeline.model.bert import BertForTokenClassification, BertModel
 from pipeline.model.config import IGNORE_INDEX
-from pipeline.model.hf import config_from_hf, load_hf
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +114,15 @@ class TokenRunner:
         """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
         L.seed_everything(seed, workers=True, verbose=False)
         torch.manual_seed(seed)
-        if mode == "pretrained":
-            model = load_hf(self.export_dir, BertForTokenClassification, num_labels=self.task.num_outputs).train()
-        else:
-            model = BertForTokenClassification(config_from_hf(read_json(self.export_dir / "config.json")),
-                                               self.task.num_outputs)
+        model = token_classifier(self.export_dir, self.task.num_outputs, pretrained=mode == "pretrained").train()
         return {"seed": seed, **self._fit(model, seed, logger, self.recipe.lr, self.recipe.epochs)}
 
     def frozen(self, feature_set: str, seed: int, logger) -> dict:
         """A two-layer BiLSTM tagger on the frozen encoder's states, with one seed."""
         L.seed_everything(seed, workers=True, verbose=False)
         torch.manual_seed(seed)
-        model = FrozenBiLSTMTagger(load_hf(self.export_dir, BertModel), feature_set, self.task.num_outputs).train()
+        model = FrozenBiLSTMTagger(frozen_encoder(self.export_dir), feature_set,
+                                   self.task.num_outputs).train()
         result = {"seed": seed, **self._fit(model, seed, logger, self.recipe.feature_lr, self.recipe.feature_epochs)}
         if feature_set == "weighted":
             result["layer_weights"] = model.mix.weights()

@@ -326,19 +326,26 @@ class BertForPreTraining(nn.Module):
         input_ids: torch.Tensor,  # (B, T)
         token_type_ids: torch.Tensor | None = None,  # (B, T)
         attention_mask: torch.Tensor | None = None,  # (B, T) 1 = real token
-        masked_positions: torch.Tensor | None = None,  # (B, T) bool
+        masked_positions: torch.Tensor | None = None,  # (B, T) bool, or (N,) indices into the B*T positions
     ) -> PreTrainingOutput:
         """With ``masked_positions`` the vocabulary projection, by far the largest matmul for
-        small models, runs only at the N masked tokens (about 15% of them) instead of all B*T."""
+        small models, runs only at the N masked tokens (about 15% of them) instead of all B*T.
+        They are a (B, T) bool mask, or N indices of rows of the flattened (B*T, H) states (which
+        may repeat a row: the pretraining module pads N so that few distinct shapes occur)."""
         out = self.bert(input_ids, token_type_ids, attention_mask)
         h = out.last_hidden_state  # (B, T, H)
         if masked_positions is not None:
-            if masked_positions.dtype != torch.bool or masked_positions.shape != input_ids.shape:
+            if masked_positions.dtype == torch.bool and masked_positions.shape == input_ids.shape:
+                picked = h[masked_positions]  # (N, H), row-major order
+            elif masked_positions.dtype == torch.long and masked_positions.dim() == 1:
+                picked = h.reshape(-1, h.shape[-1]).index_select(0, masked_positions)  # (N, H)
+            else:
                 raise ValueError(
-                    f"masked_positions must be a bool tensor shaped like input_ids {tuple(input_ids.shape)}, "
-                    f"got {masked_positions.dtype} {tuple(masked_positions.shape)}"
+                    f"masked_positions must be a bool tensor shaped like input_ids {tuple(input_ids.shape)} "
+                    f"or a 1-D long tensor of row indices, got {masked_positions.dtype} "
+                    f"{tuple(masked_positions.shape)}"
                 )
-            mlm_logits = self.cls.predictions(h[masked_positions])  # (N, H) -> (N, V), row-major order
+            mlm_logits = self.cls.predictions(picked)  # (N, V)
         else:
             mlm_logits = self.cls.predictions(h)  # (B, T, V)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)

@@ -1,8 +1,10 @@
-"""BERT's hyperparameters: the model's one config, checked once, without importing torch.
+"""The models' hyperparameters, each checked once, without importing torch.
 
-The start-up validator (``pipeline.config``) builds a ``BertConfig`` from the
-``model`` settings, and ``pipeline.model.hf`` from a folder's config.json, so
-both report a bad value with the same one-line message.
+``BertConfig`` for BERT (and the left-to-right GPT-style model, ``causal``),
+``StaticConfig`` for word2vec, ``ElmoConfig`` for ELMo's biLM. The start-up
+validator (``pipeline.config``) builds the config of ``model.architecture``
+from the ``model`` settings, and a model folder's loader from its config.json,
+so both report a bad value with the same one-line message.
 """
 from __future__ import annotations
 
@@ -68,3 +70,108 @@ class BertConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    def train_flops_per_token(self, seq_length: int, predicted: float) -> float:
+        """Matmul FLOPs of a training step per input token (forward + backward = 3 x forward): every block, and the
+        LM head at the ``predicted`` share of the tokens (0.15 masked; about 1 left to right)."""
+        H, I, V = self.hidden_size, self.intermediate_size, self.vocab_size
+        block = 2 * (4 * H * H + 2 * H * I) + 2 * 2 * seq_length * H  # projections and FFN, QK^T and AV
+        return 3 * (self.num_hidden_layers * block + predicted * 2 * (H * H + H * V))
+
+
+ARCHITECTURES = ("bert", "word2vec", "elmo")  # model.architecture
+WORD2VEC_KINDS = ("cbow", "skipgram")
+
+
+def _refuse(key: str, value, expected: str):
+    raise ConfigError(f"model.{key}={value!r} is not allowed: expected {expected}")
+
+
+@dataclass
+class StaticConfig:
+    vocab_size: int
+    embedding_size: int = 128
+    kind: str = "cbow"           # cbow | skipgram (objective.lm)
+    window: int = 5              # context tokens on each side
+    negatives: int = 5           # noise tokens per prediction
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("vocab_size", "embedding_size", "window", "negatives"):
+            if not _positive_int(getattr(self, key)):
+                _refuse(key, getattr(self, key), "a positive integer")
+        if self.kind not in WORD2VEC_KINDS:
+            raise ConfigError(f"objective.lm={self.kind!r} is not allowed with model.architecture=word2vec: "
+                              f"expected one of {', '.join(WORD2VEC_KINDS)}")
+
+    @property
+    def hidden_size(self) -> int:  # what a head on its features sees
+        return self.embedding_size
+
+    def train_flops_per_token(self, seq_length: int, predicted: float = 1.0) -> float:
+        """FLOPs of a training step per token: CBOW averages 2 x window vectors and scores 1 + negatives;
+        skip-gram scores 1 + negatives for each of its 2 x window context tokens."""
+        d, pairs = self.embedding_size, 2 * self.window
+        forward = 2 * (pairs * d + (1 + self.negatives) * d) if self.kind == "cbow" else \
+            2 * pairs * (2 + self.negatives) * d
+        return 3 * forward
+
+    @property
+    def num_hidden_layers(self) -> int:  # no layers above the embeddings
+        return 0
+
+
+@dataclass
+class ElmoConfig:
+    vocab_size: int
+    embedding_size: int = 128
+    lstm_size: int = 128             # cells per direction and layer
+    num_layers: int = 2
+    dropout: float = 0.1
+    predict_fraction: float = 0.15   # share of positions whose next (previous) token is scored in pretraining
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("vocab_size", "embedding_size", "lstm_size", "num_layers"):
+            if not _positive_int(getattr(self, key)):
+                _refuse(key, getattr(self, key), "a positive integer")
+        if self.embedding_size != self.lstm_size:  # the layers are mixed downstream, so they share one width
+            _refuse("embedding_size", self.embedding_size,
+                    f"model.lstm_size={self.lstm_size} (ELMo's layers are mixed, so they share a width)")
+        if not (_number(self.dropout) and 0 <= self.dropout < 1):
+            _refuse("dropout", self.dropout, "a probability in [0, 1)")
+        if not (_number(self.predict_fraction) and 0 < self.predict_fraction <= 1):
+            _refuse("predict_fraction", self.predict_fraction, "a share in (0, 1]")
+
+    @property
+    def hidden_size(self) -> int:  # a layer's width downstream: both directions
+        return 2 * self.lstm_size
+
+    def train_flops_per_token(self, seq_length: int = 0, predicted: float | None = None) -> float:
+        """Matmul FLOPs of a training step per token: 4 gates of every LSTM layer in both directions, and
+        the softmax at ``predict_fraction`` of the tokens in both directions."""
+        h, d = self.lstm_size, self.embedding_size
+        share = self.predict_fraction if predicted is None else predicted
+        lstm = sum(2 * 4 * ((d if i == 0 else h) + h) * h for i in range(self.num_layers))
+        return 3 * (2 * lstm + share * 2 * 2 * h * self.vocab_size)
+
+    @property
+    def num_hidden_layers(self) -> int:
+        return self.num_layers
+
+
+
+
+def build_config(settings: dict, vocab_size: int, lm: str) -> BertConfig | StaticConfig | ElmoConfig:
+    """The config of the ``model`` settings' architecture (``name``, ``init_from`` and the examples' length
+    limit are not the model's own); ``lm`` is the objective, which decides causal attention or word2vec's kind."""
+    arch = settings.get("architecture", "bert")
+    if arch not in ARCHITECTURES:
+        _refuse("architecture", arch, f"one of {', '.join(ARCHITECTURES)}")
+    fields = {k: v for k, v in settings.items() if k not in ("name", "init_from", "architecture")}
+    if arch == "bert":
+        return BertConfig(vocab_size=vocab_size, causal=lm == "left_to_right", **fields)
+    fields.pop("max_position_embeddings", None)
+    if arch == "word2vec":
+        return StaticConfig(vocab_size=vocab_size, kind=lm, **fields)
+    return ElmoConfig(vocab_size=vocab_size, **fields)

@@ -119,11 +119,12 @@ def save_hf(
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if tokenizer_dir is not None:
-            _write_tokenizer(Path(tokenizer_dir), tmp, do_lower_case, model.config.max_position_embeddings)
+            write_tokenizer_files(Path(tokenizer_dir), tmp, model.config.max_position_embeddings, do_lower_case)
     return out_dir
 
 
-def _write_tokenizer(src: Path, dst: Path, do_lower_case: bool, max_length: int) -> None:
+def write_tokenizer_files(src: Path, dst: Path, max_length: int, do_lower_case: bool = True) -> None:
+    """Copy a tokenizer folder's files into a model folder, with the config files Hugging Face reads."""
     if not (src / "vocab.txt").is_file():
         raise MissingFileError(f"no vocab.txt in tokenizer folder {src}")
     shutil.copyfile(src / "vocab.txt", dst / "vocab.txt")

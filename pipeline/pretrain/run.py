@@ -23,14 +23,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data.datamodule import PairsDataModule
 from pipeline.data.masking import MaskingConfig, continuation_table
+from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
 from pipeline.errors import ConfigError
 from pipeline.io import atomic_dir, atomic_file, read_json, write_json
 from pipeline.model.bert import BertForPreTraining
-from pipeline.model.config import BertConfig
+from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig, build_config
+from pipeline.model.folders import save_model
+from pipeline.model.static import noise_distribution
 from pipeline.model.hf import config_from_hf, load_hf, save_hf
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
-from pipeline.pretrain.module import BertPretraining
+from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
+from pipeline.pretrain.module import BertPretraining, PretrainingModule
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
@@ -68,11 +72,14 @@ def run(cfg: DictConfig) -> dict:
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:
             return final
-        save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
+        if isinstance(module, BertPretraining):
+            save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
+        else:
+            save_model(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)
         write_json(tmp / "run.json", {"mlflow_run_id": logger.run_id})
     metrics = {**final, "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
                "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
-               "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id}
+               "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id, **cost(cfg, module)}
     record(cfg, logger, metrics)
     folder.remove()
     return metrics
@@ -83,7 +90,7 @@ def training_seed(cfg: DictConfig) -> int:
     return cfg.seed + (cfg.get("pretrain_seed") or 0)
 
 
-def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig:
+def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig | StaticConfig | ElmoConfig:
     """The model to pretrain: the size preset, or the config of ``model.init_from``; causal for left-to-right."""
     causal = cfg.objective.lm == "left_to_right"
     init_from = cfg.model.get("init_from")
@@ -95,20 +102,25 @@ def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig:
                 f"paths.tokenizer has {vocab_size} tokens: expected the same vocabulary "
                 "(set tokenizer.from_folder to the same folder)")
         return dataclasses.replace(config, causal=causal)
-    fields = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k not in ("name", "init_from")}
-    return BertConfig(vocab_size=vocab_size, causal=causal, **fields)
+    return build_config(OmegaConf.to_container(cfg.model), vocab_size, cfg.objective.lm)
 
 
-def build_module(cfg: DictConfig, tok) -> BertPretraining:
-    """The LightningModule, its weights freshly initialised (from the seed) or from ``model.init_from``."""
+def build_module(cfg: DictConfig, tok) -> PretrainingModule:
+    """The LightningModule of the objective, its weights freshly initialised (from the seed) or from
+    ``model.init_from``."""
     ids = special_ids(tok)
-    module = BertPretraining(model_config(cfg, tok.get_vocab_size()), MaskingConfig(**cfg.masking),
-                             nsp=cfg.objective.nsp, optim=OmegaConf.to_container(cfg.optim),
-                             max_steps=cfg.trainer.max_steps, seed=training_seed(cfg), mask_id=ids["mask"],
-                             cls_id=ids["cls"],
-                             sep_id=ids["sep"],
+    config = model_config(cfg, tok.get_vocab_size())
+    common = dict(optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=training_seed(cfg),
+                  cls_id=ids["cls"], sep_id=ids["sep"], fused_optimizer=cfg.runtime.fused_optimizer)
+    if isinstance(config, StaticConfig):
+        counts = PairsDataset(Path(cfg.paths.pairs) / "train").token_counts(config.vocab_size)
+        counts[[ids[k] for k in ("pad", "cls", "sep", "mask", "unk")]] = 0  # never drawn as noise
+        return StaticPretraining(config, noise_distribution(torch.from_numpy(counts)), **common)
+    if isinstance(config, ElmoConfig):
+        return BiLMPretraining(config, **common)
+    module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp, mask_id=ids["mask"],
                              continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None,
-                             fused_optimizer=cfg.runtime.fused_optimizer)
+                             **common)
     if cfg.model.get("init_from"):
         module.model.load_state_dict(load_hf(cfg.model.init_from, BertForPreTraining).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
@@ -122,6 +134,16 @@ def checkpoint_key(cfg: DictConfig) -> str:
     settings = {k: OmegaConf.to_container(cfg[k], resolve=True)
                 for k in ("objective", "model", "optim", "masking", "trainer")}
     return run_key(settings, training_seed(cfg), cfg.paths.pairs, cfg.paths.tokenizer)
+
+
+def cost(cfg: DictConfig, module: PretrainingModule) -> dict:
+    """The model's size and its training arithmetic: parameters (tied ones once), matmul FLOPs per token."""
+    config = getattr(module.model, "_orig_mod", module.model).config
+    share = {"masked": cfg.masking.mlm_probability, "left_to_right": 1.0}.get(cfg.objective.lm, None)
+    flops = config.train_flops_per_token(int(cfg.pairs.max_seq_length), share) if share is not None else \
+        config.train_flops_per_token(int(cfg.pairs.max_seq_length))
+    return {"parameters": sum(p.numel() for p in {id(p): p for p in module.model.parameters()}.values()),
+            "train_flops_per_token": round(float(flops))}
 
 
 def world_size(cfg: DictConfig) -> int:
@@ -204,8 +226,9 @@ def _scratch_dir():
 
 def write_curves(client, run_id: str, plots_dir: Path) -> None:
     """Training and validation curves from MLflow, as CSV files for ``dvc plots``."""
-    for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/ltr_acc", "train/nsp_acc"],
-                        "val": ["val/loss", "val/mlm_acc", "val/ltr_acc", "val/nsp_acc", "val/perplexity"]}.items():
+    for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/ltr_acc", "train/bilm_acc", "train/nsp_acc"],
+                        "val": ["val/loss", "val/mlm_acc", "val/ltr_acc", "val/bilm_acc", "val/nsp_acc",
+                                "val/perplexity"]}.items():
         series = {k: dict(metric_history(client, run_id, k)) for k in keys}
         series = {k: v for k, v in series.items() if v}
         steps = sorted({s for v in series.values() for s in v})

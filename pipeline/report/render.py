@@ -151,6 +151,51 @@ def method_text(res: dict) -> str:
                    "directions, not values.")
 
 
+def contextuality_figure(probe: dict):
+    """Anisotropy-corrected self-similarity per layer, one line per model (a static model: one point)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for i, (name, m) in enumerate(probe["models"].items()):
+        ys = m["corrected"]
+        ax.plot(range(len(ys)), ys, "o-", color=COLORS[i % len(COLORS)], label=name, lw=1.5, markersize=4)
+    ax.set(xlabel="layer (0: the token layer)", ylabel="self-similarity - random-pair similarity",
+           title="How contextual is each layer? (lower: more context)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def polysemy_section(doc: "Doc", probe: dict) -> None:
+    doc.heading("Polysemy: one vector per word, or one per context?")
+    doc.para("A word's self-similarity is the mean cosine similarity of its representations in different sentences "
+             "(Ethayarajh 2019); the similarity of random pairs of different words' occurrences is subtracted, since "
+             "all representations tend to point one way. A static model gives a word one vector in every sentence: "
+             f"its corrected self-similarity is 1 less that baseline. Words: {', '.join(probe['words'])}.", cls="note")
+    if probe.get("missing"):
+        doc.para(f"Not in the corpus, left out: {', '.join(probe['missing'])}.", cls="note")
+    doc.figure("contextuality.png", contextuality_figure(probe), "contextuality per layer")
+    layers = max(len(m["corrected"]) for m in probe["models"].values())
+    doc.table(["model", *[f"layer {i}" for i in range(layers)]],
+              [[name, *[f"{c:.3f} ({r:.3f} - {b:.3f})" for c, r, b in zip(m["corrected"], m["self_similarity"],
+                                                                         m["anisotropy"])]]
+               for name, m in probe["models"].items()],
+              caption="Corrected self-similarity per layer (self-similarity - random-pair similarity)")
+    for word in probe.get("senses", []):
+        rows = []
+        for name, m in probe["models"].items():
+            sense = m["senses"].get(word)
+            if not sense:
+                continue
+            same = "" if sense["same_marking"] is None else (
+                f"; {100 * sense['same_marking']:.0f}% share its capitalisation "
+                f"({100 * sense['marked_share']:.0f}% of all)")
+            rows.append([name, " | ".join(f"{n['text']} ({n['cosine']:.2f})" for n in sense["neighbours"]) + same])
+        if rows:
+            query = next(m["senses"][word]["query"] for m in probe["models"].values() if word in m["senses"])
+            doc.table(["model", "nearest other occurrences (top layer, cosine)"], rows,
+                      caption=f"'{word}': the occurrence {query}")
+
+
 class Doc:
     """The report written once, as Markdown and as HTML side by side."""
 
@@ -196,7 +241,7 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
         header = ["setting", f"dev {metric} (mean ± std)", f"vs {ref}"]
     else:
         header = ["setting", *[f"{mode_label(m)} dev {metric}" for m in modes], f"vs {ref}",
-                  "val LM accuracy", "val perplexity", "pretraining s"]
+                  "val LM accuracy", "val perplexity", "pretraining s", "parameters", "training FLOPs / token"]
     header += [f"paper: {c}" for c in paper_cols]
     rows = []
     for r in fam["rows"]:
@@ -205,16 +250,20 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
             rows.append([r["label"], "not in this grid (grid=full runs it)", *[""] * (len(header) - 2 - len(paper_cols)),
                          *paper])
             continue
-        c = vs(metric, r["vs_first_row"])
+        c = vs(metric, r.get("vs"))
+        if fam["reference_row"] == "the row above" and r.get("vs_row"):  # a lineage: name what each row is against
+            c = f"vs {r['vs_row']}: {c}"
         if fam["kind"] == "mode":
             rows.append([r["label"], pm(metric, r["primary"]), c, *paper])
         else:
             p = r["pretrain"]
-            lm = f"{100 * p['val_lm_acc']:.1f}% ({'MLM' if p['lm'] == 'mlm' else 'LTR'})" if p["val_lm_acc"] is not None \
-                else "—"
+            lm_name = {"mlm": "MLM", "ltr": "LTR", "bilm": "biLM"}.get(p["lm"], p["lm"])
+            lm = f"{100 * p['val_lm_acc']:.1f}% ({lm_name})" if p["val_lm_acc"] is not None else "—"
             ppl = f"{p['val_perplexity']:.1f}" if p["val_perplexity"] is not None else "—"
+            size = f"{p['parameters'] / 1e6:.2f}M" if p.get("parameters") else "—"
+            flops = f"{p['train_flops_per_token'] / 1e6:.2f}M" if p.get("train_flops_per_token") else "—"
             rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], c, lm, ppl,
-                         f"{p['train_seconds']:.0f}", *paper])
+                         f"{p['train_seconds']:.0f}", size, flops, *paper])
     if fam["classical"]:
         rows.append(["TF-IDF + logistic regression (no pretraining)", fmt(metric, fam["classical"]["mean"]),
                      *[""] * (len(header) - 2)])
@@ -240,11 +289,12 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
 
 
 def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowClient, out: Path,
-                 lineage: list[list[str]]) -> None:
+                 lineage: list[list[str]], probe: dict | None = None) -> None:
     """``out/index.html``, ``out/report.md``, ``out/figures/`` and ``out/ablations.json`` from the results ``res``.
 
     ``corpus``, ``pre`` and ``ft``: the corpus statistics and the baseline's pretraining and fine-tuning
-    metrics; ``lineage``: the first rows of the lineage table (commit, grid, tracking store).
+    metrics; ``lineage``: the first rows of the lineage table (commit, grid, tracking store); ``probe``:
+    the polysemy probe's results (``metrics/probe.json``), when it ran.
     """
     base = res["runs"][BASELINE]["pretrain"]
     m = res["method"]
@@ -262,6 +312,9 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
     doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
     for fam in res["families"]:
         family_section(doc, fam, res, client)
+
+    if probe and probe.get("models"):
+        polysemy_section(doc, probe)
 
     doc.heading("The baseline's first pretraining run")
     doc.table(["pretraining metric", "value"],

@@ -88,7 +88,7 @@ def score(runs: list[dict], mode: str, metric: str, confidence: float) -> dict |
 
 def pretrain_summary(pres: list[dict]) -> dict:
     """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is ``mlm`` or ``ltr``."""
-    lm = "ltr" if "val/ltr_acc" in pres[0] else "mlm"
+    lm = next((k for k in ("ltr", "bilm", "mlm") if f"val/{k}_acc" in pres[0]), "w2v")
 
     def mean(key: str):
         values = [p[key] for p in pres if p.get(key) is not None]
@@ -96,6 +96,7 @@ def pretrain_summary(pres: list[dict]) -> dict:
 
     return {"lm": lm, "val_lm_acc": mean(f"val/{lm}_acc"), "val_perplexity": mean("val/perplexity"),
             "val_loss": mean("val/loss"), "steps": pres[0].get("steps"), "train_seconds": mean("train_seconds"),
+            "parameters": pres[0].get("parameters"), "train_flops_per_token": pres[0].get("train_flops_per_token"),
             "runs": len(pres), "mlflow_run_id": pres[0].get("mlflow_run_id"),
             "mlflow_run_ids": [p.get("mlflow_run_id") for p in pres]}
 
@@ -148,16 +149,22 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
         for mode in modes:  # each row's interval with the pooled spread the test uses
             spread = _pool_intervals([r["scores"].get(mode) for r in ran], confidence)
             pooled = spread if mode == modes[0] else pooled
-    for r in ran:
-        if r is ref or not r["primary"] or not ref["primary"]:
-            r["vs_first_row"] = None
-            continue
-        test = choose_test(kind, r["name"], ref["name"])
-        r["vs_first_row"] = compare(r["primary"]["units"], ref["primary"]["units"], test=test, confidence=confidence,
-                                    pooled=pooled, runs=(r["primary"]["n_finetune"], ref["primary"]["n_finetune"]))
     classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
+    previous = fam.get("compare") == "previous"  # a lineage: each row against the one before it
+    for i, r in enumerate(ran):
+        other = (ran[i - 1] if i else None) if previous else (ref if r is not ref else None)
+        r["vs_row"] = other["label"] if other else ("TF-IDF" if previous and classical else None)
+        if other is None or not r["primary"] or not other["primary"]:
+            r["vs"] = compare(r["primary"]["units"], [classical["mean"]], test="fixed", confidence=confidence,
+                              runs=(r["primary"]["n_finetune"], 1)) if previous and classical and r["primary"] \
+                else None
+            continue
+        test = choose_test(kind, r["name"], other["name"])
+        r["vs"] = compare(r["primary"]["units"], other["primary"]["units"], test=test, confidence=confidence,
+                          pooled=pooled, runs=(r["primary"]["n_finetune"], other["primary"]["n_finetune"]))
     return {"name": name, "title": fam["title"], "question": fam["question"], "kind": kind,
-            "reference_row": ref["label"] if ref else None, "rows": rows, "classical": classical,
+            "reference_row": "the row above" if previous else (ref["label"] if ref else None), "rows": rows,
+            "classical": classical,
             "paper": fam.get("paper") or [], "note": fam.get("note")}
 
 
@@ -209,19 +216,21 @@ def findings(families: list[dict], classical: dict | None, pretrained: dict | No
     out = []
     for fam in families:
         ran = [r for r in fam["rows"] if r["ran"] and r["primary"]]
-        for r in ran[1:]:
-            ref, c = ran[0], r["vs_first_row"]
+        by_label = {r["label"]: r for r in ran}
+        for r in ran:
+            c = r.get("vs")
             if c is None:
                 continue
+            ref = by_label.get(r["vs_row"])
+            ref_label, ref_mean = (ref["label"], ref["primary"]["mean"]) if ref else \
+                ("the TF-IDF baseline", fam["classical"]["mean"])
             if fmt(metric, abs(c["diff"])) == fmt(metric, 0.0):
-                how = f"is level with {ref['label']}"
+                how = f"is level with {ref_label}"
             else:
-                how = (f"is {fmt(metric, abs(c['diff']))} points {'above' if c['diff'] > 0 else 'below'} "
-                       f"{ref['label']}")
+                how = f"is {fmt(metric, abs(c['diff']))} points {'above' if c['diff'] > 0 else 'below'} {ref_label}"
             sentence = (f"{fam['title']}: {r['label']} {how} on {task} dev {metric} "
-                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref['primary']['mean'])}; "
-                        f"{describe(c, metric)})")
-            paper, sign = _paper_direction(fam, r, ref)
+                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref_mean)}; {describe(c, metric)})")
+            paper, sign = _paper_direction(fam, r, ref) if ref else ("", 0)
             if paper:
                 if c["verdict"] not in ("better", "worse"):
                     paper += "; too close to tell here"
@@ -253,8 +262,8 @@ def method(variants: dict[str, list[dict]], families: list[dict], metric: str, c
         null = simulate(0.0, sd_p, sd_f, ks, m, sims=20000, confidence=confidence, seed=0)
         out["false_positive_rate"] = round(null["better"] + null["worse"], 4)
         out["smallest_detectable"] = round(smallest_detectable(sd_p, sd_f, ks, m, confidence=confidence), 6)
-        observed = sorted({abs(r["vs_first_row"]["diff"]) for f in families if f["kind"] == "variant"
-                           for r in f["rows"] if r.get("vs_first_row")})
+        observed = sorted({abs(r["vs"]["diff"]) for f in families if f["kind"] == "variant"
+                           for r in f["rows"] if r.get("vs") and r.get("vs_row") in {x["label"] for x in f["rows"]}})
         out["power_at_observed"] = {fmt(metric, d): round(simulate(d, sd_p, sd_f, ks, m, sims=20000,
                                                                    confidence=confidence, seed=1)["better"], 3)
                                     for d in observed}
@@ -285,10 +294,9 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
                 continue
             entry = {f"{mode}_{k}": s[k] for mode, s in r["scores"].items() if s
                      for k in ("mean", "low", "high", "n_pretrain", "n_finetune") if s[k] is not None}
-            c = r.get("vs_first_row")
+            c = r.get("vs")
             if c and c.get("low") is not None:
-                entry.update({"vs_first_diff": c["diff"], "vs_first_low": c["low"], "vs_first_high": c["high"],
-                              "vs_first_p": c["p"]})
+                entry.update({"vs_diff": c["diff"], "vs_low": c["low"], "vs_high": c["high"], "vs_p": c["p"]})
             table[f["name"]][r["name"]] = entry
     return {"grid": grid, "table": table, "task": ft["task"], "metric": metric, "variant_modes": modes,
             "method": method(variants, fams, metric, confidence), "families": fams,

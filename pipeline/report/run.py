@@ -22,5 +22,6 @@ def run(cfg: DictConfig) -> dict:
                  ft=read_json(base / "finetune.json"), client=MlflowClient(tracking_uri(cfg)),
                  out=Path(cfg.paths.reports),
                  lineage=[["git commit", git_commit()], ["grid", cfg.grid.name],
-                          ["MLflow tracking", redact(tracking_uri(cfg))]])
+                          ["MLflow tracking", redact(tracking_uri(cfg))]],
+                 probe=read_json(probe) if (probe := Path(cfg.paths.metrics) / "probe.json").exists() else None)
     return res

@@ -1,0 +1,86 @@
+"""Pretraining the models BERT grew out of, on the same examples: static word embeddings and ELMo's biLM.
+
+Both are ``PretrainingModule``s, so the pretrain stage trains, checkpoints,
+resumes and records them exactly as it does BERT. They read the same
+memory-mapped examples; the ``[CLS] A [SEP] B [SEP]`` pairs are just text to
+them ([CLS], [SEP] and padding are never predicted or used as context).
+"""
+from __future__ import annotations
+
+import torch
+
+from pipeline.model.elmo import ElmoConfig, ElmoLM
+from pipeline.model.static import StaticConfig, StaticEmbeddings
+from pipeline.pretrain.module import PretrainingModule, batch_seed
+
+torch.serialization.add_safe_globals([StaticConfig, ElmoConfig])
+
+
+def _text(batch: dict, cls_id: int, sep_id: int) -> torch.Tensor:
+    """(B, T) bool: the positions that hold text (not [CLS], [SEP] or padding)."""
+    ids = batch["input_ids"]
+    return batch["attention_mask"].bool() & (ids != cls_id) & (ids != sep_id)
+
+
+class StaticPretraining(PretrainingModule):
+    """word2vec (CBOW or skip-gram, negative sampling) over the pretraining examples."""
+
+    lm = "w2v"
+
+    def __init__(self, config: StaticConfig, noise: torch.Tensor, *, optim: dict, max_steps: int, seed: int,
+                 cls_id: int, sep_id: int, fused_optimizer: bool = True):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
+        self.save_hyperparameters(ignore=["noise"])
+        self.model = StaticEmbeddings(config)
+        self.register_buffer("noise", noise, persistent=False)  # (V,) unigram ** 3/4
+        self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
+
+    def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
+        ids = batch["input_ids"]
+        predict = _text(batch, self.cls_id, self.sep_id)
+        g = torch.Generator().manual_seed(batch_seed(self.seed, self.current_epoch if split == "train" else -1,
+                                                     batch_idx))
+        B, T = ids.shape
+        noise = torch.multinomial(self.noise.cpu(), B * T * self.model.config.negatives, replacement=True,
+                                  generator=g).view(B, T, -1).to(ids.device)
+        loss = self.model.loss(ids, predict, noise)
+        self.check_finite(loss, split)
+        if split == "train":
+            self.log("train/loss", loss, prog_bar=True, batch_size=B)
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=B)
+        else:
+            self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
+        return loss
+
+
+class BiLMPretraining(PretrainingModule):
+    """ELMo's two language models, each predicting its next token at a random share of the positions."""
+
+    lm = "bilm"
+
+    def __init__(self, config: ElmoConfig, *, optim: dict, max_steps: int, seed: int, cls_id: int, sep_id: int,
+                 fused_optimizer: bool = True):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
+        self.save_hyperparameters()
+        self.model = ElmoLM(config)
+        self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
+
+    def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
+        ids = batch["input_ids"]
+        text = _text(batch, self.cls_id, self.sep_id)
+        g = torch.Generator().manual_seed(batch_seed(self.seed, self.current_epoch if split == "train" else -1,
+                                                     batch_idx))
+        predict = (torch.rand(ids.shape, generator=g) < self.model.config.predict_fraction).to(ids.device) & text
+        # the pairs' [CLS] and [SEP] stay in the sequence as text boundaries; only text is predicted
+        loss, acc, n = self.model.lm_loss(ids, batch["attention_mask"], predict & text, text)
+        self.check_finite(loss, split)
+        B = ids.shape[0]
+        if split == "train":
+            self.log("train/loss", loss, prog_bar=True, batch_size=B)
+            self.log("train/bilm_acc", acc, batch_size=B)
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=B)
+        else:
+            self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
+            self.log("val/bilm_acc", acc, on_epoch=True, prog_bar=True, batch_size=B)
+            self.val_lm_loss.update(loss.detach(), weight=n)
+        return loss

@@ -1,0 +1,176 @@
+"""The probe stage. Polysemy, measured: how contextual each generation's representations are, and what it
+does with a word's senses.
+
+Two measures, on occurrences of words in the corpus (lowercased, as the models see them):
+
+* Contextuality per layer (Ethayarajh 2019): a word's *self-similarity* is the
+  mean cosine similarity between its representations in different sentences.
+  Representations of any two words tend to point the same way (anisotropy), so
+  the mean cosine of random pairs of different words' occurrences is
+  subtracted. A static model gives every occurrence one vector: 1 by
+  construction. The lower a layer's corrected self-similarity, the more its
+  representation of a word depends on the sentence around it.
+* Senses by example: for a polysemous word, one occurrence's nearest other
+  occurrences by top-layer similarity. Where the raw text marks the senses --
+  the King James Bible writes Abraham's nephew "Lot" capitalised and the lots
+  that were cast "lot" -- the share of nearest neighbours of the same sense is
+  counted; a static model cannot separate them (all its occurrences are one vector).
+
+A word's representation is the mean of its word pieces' states. The words are
+settings (``probe.words``); a word that does not occur is reported, not fatal.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from pipeline.data.corpus import read_documents
+from pipeline.data.tokenizer import load_tokenizer
+from pipeline.finetune.encoders import frozen_encoder
+from pipeline.io import write_json
+
+log = logging.getLogger(__name__)
+
+
+def occurrences(sentences: Sequence[str], word: str, limit: int, seed: int) -> list[tuple[str, int, bool]]:
+    """Up to ``limit`` (sentence, word index, capitalised?) where ``word`` occurs as a whole word (any case)."""
+    pattern = re.compile(rf"(?<![\w'])({re.escape(word)})(?![\w'])", re.IGNORECASE)
+    found = []
+    for s in sentences:
+        words = s.split()
+        for i, w in enumerate(words):
+            m = pattern.fullmatch(re.sub(r"^\W+|\W+$", "", w))
+            if m:
+                found.append((s, i, m.group(1)[0].isupper()))
+    random.Random(seed).shuffle(found)
+    return found[:limit]
+
+
+@torch.no_grad()
+def word_states(encoder, tok, items: list[tuple[str, int, bool]], batch_size: int = 32) -> np.ndarray:
+    """(N, L+1, H): each occurrence's states at every layer, the mean over the word's pieces."""
+    out = []
+    tok.no_truncation()
+    for i in range(0, len(items), batch_size):
+        chunk = items[i:i + batch_size]
+        encs = tok.encode_batch([s.split() for s, _, _ in chunk], is_pretokenized=True)
+        T = max(len(e.ids) for e in encs)
+        ids = torch.zeros(len(chunk), T, dtype=torch.long)
+        mask = torch.zeros(len(chunk), T, dtype=torch.long)
+        for b, e in enumerate(encs):
+            ids[b, :len(e.ids)] = torch.tensor(e.ids)
+            mask[b, :len(e.ids)] = 1
+        states = torch.stack(encoder(ids, torch.zeros_like(ids), mask), 2)   # (B, T, L+1, H)
+        for b, (e, (_, w, _)) in enumerate(zip(encs, chunk)):
+            pieces = [t for t, wid in enumerate(e.word_ids) if wid == w]
+            out.append(states[b, pieces].mean(0).numpy())
+    return np.stack(out) if out else np.zeros((0, 0, 0))
+
+
+def _cos(x: np.ndarray) -> np.ndarray:
+    x = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return x @ x.T
+
+
+def self_similarity(states: np.ndarray) -> list[float]:
+    """Per layer: the mean cosine between a word's occurrences (states: (N, L+1, H), N >= 2)."""
+    n = states.shape[0]
+    off = ~np.eye(n, dtype=bool)
+    return [float(_cos(states[:, layer])[off].mean()) for layer in range(states.shape[1])]
+
+
+def anisotropy(per_word: dict[str, np.ndarray], pairs: int, seed: int) -> list[float]:
+    """Per layer: the mean cosine between occurrences of two different words, over random pairs."""
+    rng = random.Random(seed)
+    words = [w for w, s in per_word.items() if len(s)]
+    if len(words) < 2:
+        return []
+    layers = next(iter(per_word.values())).shape[1]
+    sums = np.zeros(layers)
+    for _ in range(pairs):
+        a, b = rng.sample(words, 2)
+        x, y = per_word[a][rng.randrange(len(per_word[a]))], per_word[b][rng.randrange(len(per_word[b]))]
+        num = (x * y).sum(-1)
+        sums += num / np.maximum(np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1), 1e-12)
+    return [float(v) for v in sums / pairs]
+
+
+def probe_model(export_dir: Path, sentences: list[str], words: list[str], senses: list[str], *, limit: int,
+                min_occurrences: int, neighbours: int, pairs: int, seed: int) -> dict:
+    """One model's contextuality per layer and its nearest occurrences for the ``senses`` words."""
+    tok = load_tokenizer(export_dir)
+    encoder = frozen_encoder(export_dir).eval()
+    found = {w: occurrences(sentences, w, limit, seed) for w in dict.fromkeys([*words, *senses])}
+    states = {w: word_states(encoder, tok, items) for w, items in found.items() if len(items) >= min_occurrences}
+    sims = {w: self_similarity(s) for w, s in states.items() if w in words}
+    base = anisotropy(states, pairs, seed)
+    layers = len(base)
+    raw = [float(np.mean([v[layer] for v in sims.values()])) for layer in range(layers)] if sims else []
+    out = {"layers": layers, "self_similarity": raw, "anisotropy": base,
+           "corrected": [r - b for r, b in zip(raw, base)], "words": sorted(sims),
+           "per_word": {w: [round(x, 4) for x in v] for w, v in sims.items()}, "senses": {}}
+    for w in senses:
+        if w not in states:
+            continue
+        top = states[w][:, -1]
+        cos = _cos(top)[0]
+        order = [int(i) for i in np.argsort(-cos, kind="stable") if i != 0][:neighbours]
+        items = found[w]
+        same = [items[i][2] == items[0][2] for i in order]
+        out["senses"][w] = {"query": _snippet(items[0]), "query_capitalised": items[0][2],
+                            "neighbours": [{"text": _snippet(items[i]), "cosine": round(float(cos[i]), 4),
+                                            "capitalised": items[i][2]} for i in order],
+                            "same_marking": round(sum(same) / len(same), 4) if same else None,
+                            "marked_share": round(sum(x[2] for x in items) / len(items), 4)}
+    return out
+
+
+def _snippet(item: tuple[str, int, bool], width: int = 6) -> str:
+    sentence, i, _ = item
+    words = sentence.split()
+    lo, hi = max(0, i - width), min(len(words), i + width + 1)
+    return ("... " if lo else "") + " ".join(words[lo:i] + [f"[{words[i]}]"] + words[i + 1:hi]) + \
+        (" ..." if hi < len(words) else "")
+
+
+def corpus_sentences(corpus_file: Path, limit: int | None = None) -> list[str]:
+    """The corpus's sentences with their original case (the capitals that mark some senses)."""
+    out = [s for doc in read_documents(corpus_file) for s in doc]
+    return out[:limit] if limit else out
+
+
+def missing_words(sentences: Sequence[str], words: Sequence[str]) -> list[str]:
+    return [w for w in words if not occurrences(sentences, w, 1, 0)]
+
+
+def run(cfg: DictConfig) -> dict:
+    """The probe stage: the first pretraining run of every row of the grid -> ``metrics/probe.json``."""
+    sentences = corpus_sentences(Path(cfg.paths.corpus) / "valid.txt") + \
+        corpus_sentences(Path(cfg.paths.corpus) / "train.txt")
+    words, senses = list(cfg.corpus.probe.words), list(cfg.corpus.probe.senses)
+    p = cfg.probe
+    missing = missing_words(sentences, [*words, *senses])
+    for w in missing:
+        log.warning("corpus.probe: %r does not occur in %s; it is left out", w, cfg.paths.corpus)
+    present = [w for w in words if w not in missing]
+    models = {}
+    for name, run_spec in cfg.runs.items():
+        if run_spec.pretrain_seed:
+            continue
+        models[name] = probe_model(Path(run_spec.pretrain) / "hf", sentences, present,
+                                   [w for w in senses if w not in missing], limit=p.occurrences,
+                                   min_occurrences=p.min_occurrences, neighbours=p.neighbours,
+                                   pairs=p.random_pairs, seed=cfg.seed)
+        log.info("probe %s: corrected self-similarity per layer %s", name,
+                 ", ".join(f"{x:.3f}" for x in models[name]["corrected"]))
+    result = {"words": present, "senses": [w for w in senses if w not in missing], "missing": missing,
+              "models": models}
+    write_json(Path(cfg.paths.metrics) / "probe.json", result)
+    return result
