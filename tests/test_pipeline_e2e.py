@@ -22,11 +22,11 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
-VARIANTS = ["nsp_off_full_sentences", "ltr"]  # grid=ci, which experiment=tiny selects
+VARIANTS = ["nsp_off_full_sentences", "ltr", "cbow", "elmo"]  # grid=ci, which experiment=tiny selects
 RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
 RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]
 STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
-          *RUN_STAGES, "report"]
+          *RUN_STAGES, "probe", "report"]
 
 
 def _env(tmp: Path) -> dict:
@@ -107,7 +107,7 @@ def test_dvc_pipeline_end_to_end(project):
     changed = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny",
                     "-S", "masking.mlm_probability=0.2"], dst, env)
     # (the variants inherit the baseline's masking, so they rerun too; their examples do not)
-    assert sorted(_ran(changed)) == sorted([*RUN_STAGES, "report"]), changed[-2000:]
+    assert sorted(_ran(changed)) == sorted([*RUN_STAGES, "probe", "report"]), changed[-2000:]
 
     # Every run is in MLflow with its params, git commit and data hashes.
     from mlflow.tracking import MlflowClient

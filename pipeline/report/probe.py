@@ -39,18 +39,33 @@ from pipeline.io import write_json
 log = logging.getLogger(__name__)
 
 
+WORD = re.compile(r"\w+|[^\w\s]")  # words and punctuation apart, as BERT's basic tokenizer splits them
+
+
+def split_words(sentence: str) -> list[str]:
+    return WORD.findall(sentence)
+
+
+def index_occurrences(sentences: Sequence[str], words: Sequence[str], limit: int, seed: int
+                      ) -> dict[str, list[tuple[str, int, bool]]]:
+    """For each of ``words``: up to ``limit`` (sentence, word index, capitalised?) where it occurs as a whole word
+    (any case), drawn at random with ``seed``. One pass over the corpus for all the words."""
+    wanted = {w.lower(): w for w in words}
+    found: dict[str, list[tuple[str, int, bool]]] = {w: [] for w in words}
+    for s in sentences:
+        for i, w in enumerate(split_words(s)):
+            key = wanted.get(w.lower())
+            if key is not None:
+                found[key].append((s, i, w[0].isupper()))
+    for w, items in found.items():
+        random.Random(f"{seed}:{w}").shuffle(items)
+        found[w] = items[:limit]
+    return found
+
+
 def occurrences(sentences: Sequence[str], word: str, limit: int, seed: int) -> list[tuple[str, int, bool]]:
     """Up to ``limit`` (sentence, word index, capitalised?) where ``word`` occurs as a whole word (any case)."""
-    pattern = re.compile(rf"(?<![\w'])({re.escape(word)})(?![\w'])", re.IGNORECASE)
-    found = []
-    for s in sentences:
-        words = s.split()
-        for i, w in enumerate(words):
-            m = pattern.fullmatch(re.sub(r"^\W+|\W+$", "", w))
-            if m:
-                found.append((s, i, m.group(1)[0].isupper()))
-    random.Random(seed).shuffle(found)
-    return found[:limit]
+    return index_occurrences(sentences, [word], limit, seed)[word]
 
 
 @torch.no_grad()
@@ -60,7 +75,7 @@ def word_states(encoder, tok, items: list[tuple[str, int, bool]], batch_size: in
     tok.no_truncation()
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
-        encs = tok.encode_batch([s.split() for s, _, _ in chunk], is_pretokenized=True)
+        encs = tok.encode_batch([split_words(s) for s, _, _ in chunk], is_pretokenized=True)
         T = max(len(e.ids) for e in encs)
         ids = torch.zeros(len(chunk), T, dtype=torch.long)
         mask = torch.zeros(len(chunk), T, dtype=torch.long)
@@ -107,7 +122,7 @@ def probe_model(export_dir: Path, sentences: list[str], words: list[str], senses
     """One model's contextuality per layer and its nearest occurrences for the ``senses`` words."""
     tok = load_tokenizer(export_dir)
     encoder = frozen_encoder(export_dir).eval()
-    found = {w: occurrences(sentences, w, limit, seed) for w in dict.fromkeys([*words, *senses])}
+    found = index_occurrences(sentences, list(dict.fromkeys([*words, *senses])), limit, seed)
     states = {w: word_states(encoder, tok, items) for w, items in found.items() if len(items) >= min_occurrences}
     sims = {w: self_similarity(s) for w, s in states.items() if w in words}
     base = anisotropy(states, pairs, seed)
@@ -134,7 +149,7 @@ def probe_model(export_dir: Path, sentences: list[str], words: list[str], senses
 
 def _snippet(item: tuple[str, int, bool], width: int = 6) -> str:
     sentence, i, _ = item
-    words = sentence.split()
+    words = split_words(sentence)
     lo, hi = max(0, i - width), min(len(words), i + width + 1)
     return ("... " if lo else "") + " ".join(words[lo:i] + [f"[{words[i]}]"] + words[i + 1:hi]) + \
         (" ..." if hi < len(words) else "")
@@ -147,7 +162,8 @@ def corpus_sentences(corpus_file: Path, limit: int | None = None) -> list[str]:
 
 
 def missing_words(sentences: Sequence[str], words: Sequence[str]) -> list[str]:
-    return [w for w in words if not occurrences(sentences, w, 1, 0)]
+    found = index_occurrences(sentences, words, 1, 0)
+    return [w for w in words if not found[w]]
 
 
 def run(cfg: DictConfig) -> dict:

@@ -170,14 +170,16 @@ def polysemy_section(doc: "Doc", probe: dict) -> None:
     doc.para("A word's self-similarity is the mean cosine similarity of its representations in different sentences "
              "(Ethayarajh 2019); the similarity of random pairs of different words' occurrences is subtracted, since "
              "all representations tend to point one way. A static model gives a word one vector in every sentence: "
-             f"its corrected self-similarity is 1 less that baseline. Words: {', '.join(probe['words'])}.", cls="note")
+             "its corrected self-similarity is 1 less that baseline. Layer 0 is the embedding layer (static for "
+             f"word2vec and ELMo; a Transformer's adds the position). Words: {', '.join(probe['words'])}.", cls="note")
     if probe.get("missing"):
         doc.para(f"Not in the corpus, left out: {', '.join(probe['missing'])}.", cls="note")
     doc.figure("contextuality.png", contextuality_figure(probe), "contextuality per layer")
     layers = max(len(m["corrected"]) for m in probe["models"].values())
     doc.table(["model", *[f"layer {i}" for i in range(layers)]],
               [[name, *[f"{c:.3f} ({r:.3f} - {b:.3f})" for c, r, b in zip(m["corrected"], m["self_similarity"],
-                                                                         m["anisotropy"])]]
+                                                                         m["anisotropy"])],
+                *[""] * (layers - len(m["corrected"]))]
                for name, m in probe["models"].items()],
               caption="Corrected self-similarity per layer (self-similarity - random-pair similarity)")
     for word in probe.get("senses", []):
