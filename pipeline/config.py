@@ -18,12 +18,12 @@ from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.data.shards import FORMATS
 from pipeline.data.tokenizer import SPECIAL_TOKENS
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, LabError
 from pipeline.finetune.modes import MODES
 from pipeline.model.config import build_config
 from pipeline.optim import OPTIMIZERS
 from pipeline.pretrain.objectives import ARCHITECTURE_OF, LM_OBJECTIVES
-from pipeline.variants import CONF_DIR, find_variant, register_resolvers
+from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
@@ -199,3 +199,38 @@ def check_pairs(format: str, max_seq_length: int, short_seq_prob: float, dupe_fa
         refuse("pairs.shard_tokens", shard_tokens, "an integer >= 1")
     if not (_int(num_workers) and num_workers >= 1):
         refuse("runtime.num_workers", num_workers, "an integer >= 1")
+
+
+RECOMPOSE = "python -m pipeline.config"
+
+
+def check_fresh(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:
+    """Settings composed from conf/ as it is now; a params.yaml composed before conf/ was edited is refused."""
+    recorded = cfg.get("conf_hash")
+    if recorded is not None and recorded != conf_hash(conf_dir):
+        raise ConfigError("params.yaml was composed from an older conf/ (conf/ changed since; conf_hash "
+                          f"{recorded} != {conf_hash(conf_dir)}): run `dvc exp run`, which recomposes it, or "
+                          f"`{RECOMPOSE}` and then `dvc repro`")
+
+
+def write_params(root: Path = CONF_DIR.parent) -> Path:
+    """Recompose ``params.yaml`` from conf/ the way `dvc exp run` does (DVC's own Hydra composition)."""
+    from dvc.utils.hydra import compose_and_dump
+
+    out = root / "params.yaml"
+    compose_and_dump(str(out), str(CONF_DIR), None, "config", str(root), [])
+    return out
+
+
+if __name__ == "__main__":  # `python -m pipeline.config [--check]`: recompose params.yaml, or only check it
+    import sys
+
+    try:
+        if "--check" in sys.argv[1:]:
+            check_fresh(OmegaConf.load(CONF_DIR.parent / "params.yaml"))
+            print("params.yaml is composed from conf/ as it is")
+        else:
+            print(f"wrote {write_params()}")
+    except LabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -20,15 +20,38 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from pipeline.config import validate
+from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
 from pipeline.variants import apply_variant, sweep_outputs
 
 log = logging.getLogger("pipeline")
+
+# Lightning's start-up noise that says nothing about this run: an advertisement for another logger, a
+# deprecation inside Lightning itself, and the absence of a validation loop where none is wanted.
+QUIET = ("💡 Tip:", "GPU available:", "TPU available:", "HPU available:")
+QUIET_WARNINGS = (r".*isinstance\(treespec, LeafSpec\).*", r".*no `val_dataloader`.*",
+                  r".*smaller than the logging interval.*")
+
+
+class _Quiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(QUIET)
+
+
+def quiet_lightning() -> None:
+    """Keep Lightning's start-up noise (``QUIET``, ``QUIET_WARNINGS``) from a stage's output."""
+    for name in ("", "lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero",
+                 "lightning.fabric.utilities.rank_zero"):
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(_Quiet())
+        logging.getLogger(name).addFilter(_Quiet())
+    for pattern in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
 
 
 def apply_runtime(cfg: DictConfig) -> None:
@@ -41,8 +64,10 @@ def apply_runtime(cfg: DictConfig) -> None:
 
 def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    quiet_lightning()
     start = time.perf_counter()
     try:
+        check_fresh(cfg)
         cfg = sweep_outputs(apply_variant(cfg, name), name)
         validate(cfg)
         apply_runtime(cfg)

@@ -26,11 +26,27 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigError
 
-LOCAL_STORE = "sqlite:///mlflow.db"
+LOCAL_STORE = "sqlite:///mlflow.db"  # in the project's folder (project_root): see local_store()
+EXPERIMENT_COPY = (".dvc", "tmp", "exps")  # where `dvc exp run --queue` runs an experiment, in a temporary copy
+
+
+def project_root(start: str | Path | None = None) -> Path:
+    """The project's folder, also from inside the temporary copy a queued DVC experiment runs in (which DVC
+    deletes afterwards: a store there would lose its runs)."""
+    path = Path(start or os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+    parts = path.parts
+    for i in range(len(parts) - len(EXPERIMENT_COPY) + 1):
+        if parts[i:i + len(EXPERIMENT_COPY)] == EXPERIMENT_COPY:
+            return Path(*parts[:i])
+    return path
+
+
+def local_store(start: str | Path | None = None) -> str:
+    return f"sqlite:///{project_root(start) / 'mlflow.db'}"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
-    return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or LOCAL_STORE
+    return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or local_store()
 
 
 def redact(uri: str) -> str:
@@ -51,7 +67,7 @@ def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
         reason = getattr(e, "reason", e)
         raise ConfigError(f"{source}={redact(uri)}: the MLflow server does not answer ({reason}); nothing was "
                           "computed. Start the server, or unset it to record runs in the local store "
-                          f"({LOCAL_STORE})") from None
+                          f"({local_store()})") from None
 
 
 # Never logged: a tracking URI can carry credentials (https://user:token@host).
@@ -78,16 +94,18 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
-    """HEAD's commit, ``-dirty`` when tracked files differ from it.
+    """HEAD's commit, ``-dirty`` when tracked code or settings differ from it.
 
-    A ``dvc.lock`` does not count: DVC rewrites it after every stage of the run
-    being recorded, so counting it would mark every stage after the first dirty.
+    ``dvc.lock`` and ``params.yaml`` do not count: DVC rewrites the lock after
+    every stage of the run being recorded, and ``dvc exp run -S`` rewrites
+    params.yaml from conf/ and the overrides (which the run records as params):
+    counting them would mark every experiment dirty.
     """
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                              cwd=cwd).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
-                                ":(exclude,top,glob)**/dvc.lock"],
+                                ":(exclude,top,glob)**/dvc.lock", ":(exclude,top,glob)**/params.yaml"],
                                capture_output=True, text=True, check=True, cwd=cwd).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -124,6 +142,9 @@ def dvc_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
 def run_tags(inputs: Mapping[str, str | Path], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Tags for a run: git commit, and for each named input its content hash and DVC's md5 when recorded."""
     tags = {"git_commit": git_commit()}
+    for env, tag in (("DVC_EXP_NAME", "dvc.exp_name"), ("DVC_EXP_BASELINE_REV", "dvc.baseline_rev")):
+        if os.environ.get(env):  # set by `dvc exp run` (queued or not): the run's DVC experiment
+            tags[tag] = os.environ[env]
     recorded = dvc_hashes()
     for name, p in inputs.items():
         tags[f"data.{name}.path"] = str(p)

@@ -26,6 +26,7 @@ other or an output DVC tracks; each job is still one MLflow run.
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -120,8 +121,19 @@ def grid_examples(cfg: DictConfig) -> dict[str, dict]:
     return out
 
 
+def conf_hash(conf_dir: Path = CONF_DIR) -> str:
+    """A fingerprint of conf/: every YAML file's path and bytes. params.yaml records the one it was composed
+    from (``conf_hash``), so a stage can tell that conf/ was edited since (``pipeline.stage``)."""
+    h = hashlib.sha256()
+    for f in sorted(Path(conf_dir).rglob("*.yaml")):
+        h.update(f.relative_to(conf_dir).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def register_resolvers() -> None:
-    """``${lab.runs:}`` and ``${lab.examples:}`` for conf/config.yaml (also found by DVC through hydra_plugins/)."""
+    """``${lab.runs:}``, ``${lab.examples:}`` and ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC
+    through hydra_plugins/)."""
+    OmegaConf.register_new_resolver("lab.conf_hash", lambda: conf_hash(), replace=True)
     OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),

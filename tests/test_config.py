@@ -54,6 +54,26 @@ def test_dvc_path_reads_params_yaml():
     assert yaml.safe_load(r.stdout) == yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
+def test_a_params_yaml_composed_from_an_older_conf_is_refused(tmp_path):
+    """conf/ edited after params.yaml was composed: the fingerprint differs, and a stage stops with one line."""
+    import shutil
+
+    from pipeline.config import check_fresh
+    from pipeline.variants import conf_hash
+
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    before = conf_hash(conf)
+    check_fresh(OmegaConf.create({"conf_hash": before}), conf)
+    (conf / "trainer" / "demo.yaml").write_text((conf / "trainer" / "demo.yaml").read_text() + "# an edit\n")
+    assert conf_hash(conf) != before
+    with pytest.raises(ConfigError, match="params.yaml was composed from an older conf/.*dvc exp run"):
+        check_fresh(OmegaConf.create({"conf_hash": before}), conf)
+    r = run_stage("prepare_corpus", "conf_hash=0123456789abcdef", f"paths.corpus={tmp_path / 'corpus'}")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "python -m pipeline.config" in r.stderr, r.stderr
+    assert not (tmp_path / "corpus").exists()
+
+
 def test_stage_does_not_leave_hydra_files(tmp_path):
     r = run_stage("prepare_corpus", "--cfg", "job", cwd=ROOT)
     assert r.returncode == 0, r.stderr

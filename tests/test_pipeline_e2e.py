@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 VARIANTS = ["nsp_off_full_sentences", "ltr", "cbow", "elmo"]  # grid=ci, which experiment=tiny selects
 RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
 RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]
-STAGES = ["prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
+STAGES = ["check_conf", "prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
           *RUN_STAGES, "probe", "report"]
 
 
@@ -103,11 +103,22 @@ def test_dvc_pipeline_end_to_end(project):
     again = _run([sys.executable, "-m", "dvc", "repro"], dst, env)
     assert _ran(again) == [], again
 
+    # conf/ edited without recomposing params.yaml: `dvc repro` stops with one line saying what to run.
+    preset = dst / "conf" / "trainer" / "demo.yaml"
+    original = preset.read_text()
+    preset.write_text(original.replace("log_every_n_steps: 10", "log_every_n_steps: 20"))
+    stale = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=dst, env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert stale.returncode != 0, stale.stdout[-2000:]
+    assert "params.yaml was composed from an older conf/" in stale.stdout + stale.stderr
+    assert "dvc exp run" in stale.stdout + stale.stderr and _ran(stale.stdout) == ["check_conf"]
+    preset.write_text(original)
+
     # One masking setting changed: exactly the stages downstream of it rerun.
     changed = _run([sys.executable, "-m", "dvc", "exp", "run", "-S", "experiment=tiny",
                     "-S", "masking.mlm_probability=0.2"], dst, env)
     # (the variants inherit the baseline's masking, so they rerun too; their examples do not)
-    assert sorted(_ran(changed)) == sorted([*RUN_STAGES, "probe", "report"]), changed[-2000:]
+    assert sorted(_ran(changed)) == sorted(["check_conf", *RUN_STAGES, "probe", "report"]), changed[-2000:]
 
     # Every run is in MLflow with its params, git commit and data hashes.
     from mlflow.tracking import MlflowClient
@@ -196,6 +207,11 @@ def test_a_fresh_clone_pulls_every_output_from_a_dvc_remote_without_recomputing(
     show = [json.loads(_run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], d, env)) for d in (dst, clone)]
     assert show[0][""]["data"] == show[1][""]["data"]  # the same metrics, read from the pulled files
     for f in ("models/pretrain/hf/model.safetensors", "data/pairs/train/meta.json", "reports/index.html"):
+        assert (clone / f).read_bytes() == (dst / f).read_bytes(), f
+    # The report reads only DVC-tracked files: redrawn in the clone, which has no MLflow store, it is the same.
+    assert not (clone / "mlflow.db").exists()
+    assert _ran(_run([sys.executable, "-m", "dvc", "repro", "-f", "-s", "report"], clone, env)) == ["report"]
+    for f in ("reports/index.html", "reports/report.md", "reports/ablations.json"):
         assert (clone / f).read_bytes() == (dst / f).read_bytes(), f
 
 

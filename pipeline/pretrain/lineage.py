@@ -30,7 +30,7 @@ class StaticPretraining(PretrainingModule):
     def __init__(self, config: StaticConfig, noise: torch.Tensor, *, optim: dict, max_steps: int, seed: int,
                  cls_id: int, sep_id: int, fused_optimizer: bool = True):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters(ignore=["noise"])
+        self.save_hyperparameters(ignore=["noise", "seed"])
         self.model = StaticEmbeddings(config)
         self.register_buffer("noise", noise, persistent=False)  # (V,) unigram ** 3/4
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
@@ -61,7 +61,7 @@ class BiLMPretraining(PretrainingModule):
     def __init__(self, config: ElmoConfig, *, optim: dict, max_steps: int, seed: int, cls_id: int, sep_id: int,
                  fused_optimizer: bool = True):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["seed"])
         self.model = ElmoLM(config)
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
 

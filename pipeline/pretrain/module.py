@@ -103,7 +103,7 @@ class BertPretraining(PretrainingModule):
                  seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None,
                  fused_optimizer: bool = True):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters(ignore=["continuation"])
+        self.save_hyperparameters(ignore=["continuation", "seed"])  # seed + pretrain_seed: logged as the config
         self.continuation = continuation  # (V,) bool, for whole-word masking
         self.model = BertForPreTraining(config)
         self.ltr = config.causal

@@ -1,14 +1,16 @@
 """The report stage: the ablation grid's results to ``reports/`` (HTML, Markdown, figures, JSON).
 
-Numbers come from the metrics files the earlier stages wrote (declared DVC
-deps) through ``pipeline.report.results``; learning curves are read back from the
-MLflow runs those files name, never from "the newest run". ``index.html`` is
+Everything comes from files DVC tracks: numbers from the metrics files the
+earlier stages wrote, through ``pipeline.report.results``; learning curves from
+each run's ``plots/`` CSVs. The report never reads MLflow, so a fresh clone with
+the DVC outputs redraws it byte for byte. ``index.html`` is
 self-contained (figures inlined) so it opens offline; ``ablations.json`` is the
 same content for machines and ``dvc metrics show``.
 """
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
 from pathlib import Path
@@ -17,12 +19,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
 from pipeline.io import atomic_dir, atomic_file, write_json  # noqa: E402
 from pipeline.report.results import BASELINE, fmt  # noqa: E402
-from pipeline.tracking import metric_history  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
 
@@ -63,23 +63,34 @@ def _smooth(values: list[float], weight: float = 0.8) -> list[float]:
     return out
 
 
-def curves_figure(client: MlflowClient, runs: list[tuple[str, str, str]], title: str):
+def read_curve(plots: str | Path | None, split: str, key: str) -> list[tuple[int, float]]:
+    """(step, value) of ``key`` from a run's ``plots/pretrain_<split>.csv`` (empty when it has no such column)."""
+    path = Path(plots or "") / f"pretrain_{split}.csv"
+    if not plots or not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return [(int(row["step"]), float(row[key])) for row in csv.DictReader(f) if row.get(key) not in (None, "")]
+
+
+def curves_figure(runs: list[tuple[str, str, str]], title: str):
     """Learning curves of several pretraining runs: LM accuracy and loss against steps.
 
-    ``runs``: (label, MLflow run id, lm) with lm ``mlm`` or ``ltr``. Lines are
-    the training curve (smoothed), dots the validation checks.
+    ``runs``: (label, the run's plots folder, lm) with lm ``mlm``, ``ltr``,
+    ``bilm`` or ``w2v`` (no accuracy). Lines are the training curve (smoothed),
+    dots the validation checks.
     """
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for i, (label, run_id, lm) in enumerate(runs):
+    for i, (label, plots, lm) in enumerate(runs):
         color = COLORS[i % len(COLORS)]
-        name = "masked LM" if lm == "mlm" else "left-to-right LM"
+        name = {"mlm": "masked LM", "ltr": "left-to-right LM", "bilm": "two directional LMs",
+                "w2v": "word2vec"}.get(lm, lm)
         for ax, key in ((ax_acc, f"{lm}_acc"), (ax_loss, "loss")):
-            train = metric_history(client, run_id, f"train/{key}")
+            train = read_curve(plots, "train", key)
             if train:
                 steps, values = zip(*train)
                 ax.plot(steps, _smooth(list(values)), "-", color=color, alpha=0.8, lw=1.2,
                         label=f"{label} ({name})" if ax is ax_acc else label)
-            val = metric_history(client, run_id, f"val/{key}")
+            val = read_curve(plots, "val", key)
             if val:
                 ax.plot(*zip(*val), "o", color=color, markersize=4)
     ax_acc.set(xlabel="pretraining step", ylabel="token accuracy (dots: validation)", title=f"{title}: LM accuracy")
@@ -128,14 +139,17 @@ def method_text(res: dict) -> str:
     m, metric = res["method"], res["metric"]
     runs = m["pretraining_runs"]
     counts = sorted(set(runs.values()))
+    others = sorted({n for v, n in runs.items() if v != "baseline"})
     per_row = (f"{counts[0]} pretraining runs" if len(counts) == 1 else
-               f"{runs['baseline']} pretraining runs for the baseline and {', '.join(map(str, counts))} per row")
+               f"{runs['baseline']} pretraining runs for the baseline and {' or '.join(map(str, others))} for each "
+               "variant")
     text = (f"Design: every row is {per_row} (seeds seed, seed + 1, ...), each fine-tuned with the same "
             f"{m['finetune_seeds']} fine-tuning seeds, so fine-tuning runs pair up across rows. A row's number is the "
             "mean over its pretraining runs of each run's mean over fine-tuning seeds: the pretraining run is the "
             "unit, so both kinds of luck count. Tests: pretraining variants against the family's first row by a "
             "t-test on per-run means with the variance pooled over the family's rows (they are assumed to share one "
-            "spread); fine-tuning modes of the same runs by a paired t-test; from scratch (no pretraining behind "
+            "spread; a row of one run adds nothing to it, so with single-run variants the baseline's runs estimate "
+            "it); fine-tuning modes of the same runs by a paired t-test; from scratch (no pretraining behind "
             "it) by Welch's t-test; TF-IDF (deterministic) by a one-sample t-test. Verdicts: better or worse when "
             f"the {round(100 * m['confidence'])}% interval of the difference excludes zero, else inconclusive (with "
             "the pretraining runs per side it would take); borderline when p lies between a fifth of the threshold "
@@ -233,7 +247,7 @@ class Doc:
         self.html.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">')
 
 
-def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None:
+def family_section(doc: Doc, fam: dict, res: dict) -> None:
     metric, modes, task = res["metric"], res["variant_modes"], res["task"]
     doc.heading(fam["title"])
     doc.para(fam["question"], cls="question")
@@ -279,10 +293,10 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
         doc.figure(f"{fam['name']}_bars.png", bars_figure(fam, metric, modes, task), f"{fam['title']}: dev {metric}")
         doc.para(f"Error bars: the {confidence}% interval of each row's mean, with the spread the table's test uses "
                  "(pooled over the family's rows for pretraining variants).", cls="note")
-    curves = [(r["label"], r["pretrain"]["mlflow_run_id"], r["pretrain"]["lm"]) for r in fam["rows"]
+    curves = [(r["label"], r["pretrain"]["plots"], r["pretrain"]["lm"]) for r in fam["rows"]
               if r["ran"] and r["kind"] == "variant"]
     if len(curves) > 1:
-        doc.figure(f"{fam['name']}_curves.png", curves_figure(client, curves, fam["title"]),
+        doc.figure(f"{fam['name']}_curves.png", curves_figure(curves, fam["title"]),
                    f"{fam['title']}: learning curves")
     for block in fam["paper"]:
         doc.table(["the paper's setting", *block["columns"]],
@@ -290,12 +304,12 @@ def family_section(doc: Doc, fam: dict, res: dict, client: MlflowClient) -> None
                   caption=f"The paper's numbers, at its scale (not ours): {block['source']}")
 
 
-def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowClient, out: Path,
+def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
                  lineage: list[list[str]], probe: dict | None = None) -> None:
     """``out/index.html``, ``out/report.md``, ``out/figures/`` and ``out/ablations.json`` from the results ``res``.
 
     ``corpus``, ``pre`` and ``ft``: the corpus statistics and the baseline's pretraining and fine-tuning
-    metrics; ``lineage``: the first rows of the lineage table (commit, grid, tracking store); ``probe``:
+    metrics; ``lineage``: the first rows of the lineage table (grid, code, tracking store); ``probe``:
     the polysemy probe's results (``metrics/probe.json``), when it ran.
     """
     base = res["runs"][BASELINE]["pretrain"]
@@ -313,7 +327,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
     doc.heading("Findings")
     doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
     for fam in res["families"]:
-        family_section(doc, fam, res, client)
+        family_section(doc, fam, res)
 
     if probe and probe.get("models"):
         polysemy_section(doc, probe)
@@ -323,7 +337,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
               [[k, f"{pre[k]:.4f}"] for k in ("val/loss", "val/mlm_loss", "val/mlm_acc", "val/ltr_acc", "val/nsp_acc",
                                                "val/perplexity") if k in pre]
               + [["steps", str(pre["steps"])], ["training time (s)", f"{pre['train_seconds']:.0f}"]])
-    doc.figure("pretrain_curves.png", curves_figure(client, [("baseline", pre["mlflow_run_id"],
+    doc.figure("pretrain_curves.png", curves_figure([("baseline", base["plots"],
                                                               base["lm"])], "Baseline"), "baseline pretraining curves")
     metric = ft["metric"]
     doc.table(["fine-tuning mode", *[f"dev {m} (mean ± std)" for m in ft["metrics"]], "seeds", "seconds"],
@@ -335,15 +349,9 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
     doc.heading("Lineage")
     lineage = [list(row) for row in lineage]
     for name, r in res["runs"].items():
-        tags = _tags(client, r["pretrain"]["mlflow_run_id"])
         n_ft = sum(len(v) for v in r["finetune_runs"].values())
         lineage.append([f"{name}: pretraining run", r["pretrain"]["mlflow_run_id"]])
         lineage.append([f"{name}: fine-tuning runs", f"{n_ft} runs, e.g. {next(iter(r['finetune_runs'].values()))[0]}"])
-        for key in ("pairs", "tokenizer"):
-            if f"data.{key}.sha256" in tags:
-                lineage.append([f"{name}: {key} ({tags.get(f'data.{key}.path', '')})",
-                                f"sha256 {tags[f'data.{key}.sha256'][:16]}"
-                                + (f", dvc md5 {tags[f'data.{key}.dvc_md5']}" if f"data.{key}.dvc_md5" in tags else "")])
     doc.table(["lineage", ""], lineage)
 
     page = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>BERT lab report</title><style>"
@@ -361,10 +369,3 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, client: MlflowCli
         f.write("\n".join(doc.md))
     with atomic_file(out / "index.html") as f:
         f.write(page)
-
-
-def _tags(client: MlflowClient, run_id: str) -> dict:
-    try:
-        return client.get_run(run_id).data.tags
-    except Exception:  # noqa: BLE001 (a run missing from this tracking store only thins the lineage table)
-        return {}

@@ -48,6 +48,7 @@ def load_runs(runs: Mapping[str, Mapping]) -> dict[str, dict]:
     """``{run name: {"variant", "pretrain_seed", "pretrain": metrics, "finetune": metrics}}`` from each run's
     metrics folder (``runs[name].metrics``)."""
     out = {name: {"variant": run.get("variant", name), "pretrain_seed": run.get("pretrain_seed", 0),
+                  "plots": run.get("plots"),
                   **{k: read_json(Path(run["metrics"]) / f"{k}.json") for k in ("pretrain", "finetune")}}
            for name, run in runs.items()}
     task = {r["finetune"]["task"] for r in out.values()}
@@ -138,6 +139,7 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
             if v in variants:
                 out["scores"] = {m: score(variants[v], m, metric, confidence) for m in modes}
                 out["pretrain"] = pretrain_summary([r["pretrain"] for r in variants[v]])
+                out["pretrain"]["plots"] = variants[v][0]["plots"]  # its first run's curves (DVC-tracked CSVs)
         rows.append(out)
     ran = [r for r in rows if r["ran"]]
     for r in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
@@ -302,7 +304,7 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
             "method": method(variants, fams, metric, confidence), "families": fams,
             "findings": findings(fams, classical, pretrained, metric, ft["task"], confidence),
             "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
-                            "pretrain": pretrain_summary([r["pretrain"]]),
+                            "pretrain": {**pretrain_summary([r["pretrain"]]), "plots": r["plots"]},
                             "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]
                                               for m, v in r["finetune"]["modes"].items()}}
                      for name, r in results.items()}}
