@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.errors import ConfigError
 
 LOCAL_STORE = "sqlite:///mlflow.db"  # in the project's folder (project_root): see local_store()
-EXPERIMENT_COPY = (".dvc", "tmp", "exps")  # where `dvc exp run --queue` runs an experiment, in a temporary copy
+EXPERIMENT_COPY = (".dvc", "tmp", "exps")
+EXPERIMENT_KIND = "mlflow.experimentKind"  # MLflow 3's UI: training runs (not GenAI traces) as the landing page  # where `dvc exp run --queue` runs an experiment, in a temporary copy
 
 
 def project_root(start: str | Path | None = None) -> Path:
@@ -167,6 +168,8 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
     tags = {"variant": cfg.get("variant") or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
     logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
                           tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id)
+    if logger.run_id is not None:  # rank zero: MLflow 3 opens a model-training experiment on its runs table
+        logger.experiment.set_experiment_tag(logger.experiment_id, EXPERIMENT_KIND, "custom_model_development")
     params = flatten_config(cfg)
     if run_id is not None and logger.run_id is not None:  # rank zero, continuing a run
         before = logger.experiment.get_run(run_id).data.params

@@ -201,6 +201,27 @@ def test_no_environment_variable_or_credential_reaches_mlflow(reference):
         assert not any(k.startswith(("env.", "AWS_", "MLFLOW_")) for k in run.data.params)
 
 
+def test_fine_tuning_runs_nest_under_their_pretraining_run_with_the_summary(reference):
+    """In MLflow: pretrain run > the finetune stage's run (the summary) > one run per (mode, seed); the pretrain
+    run carries the downstream scores; the experiment opens on its runs (MLflow 3's experiment kind)."""
+    ref, _ = reference
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{ref.parent / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("bert-lab")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    ft = json.loads((ref / "metrics" / "finetune.json").read_text())
+    ours = {x["mlflow_run_id"] for m in ft["modes"].values() for x in m["runs"]}
+    parents = {client.get_run(r).data.tags["mlflow.parentRunId"] for r in ours}
+    assert len(parents) == 1  # one stage run holds them all
+    summary = client.get_run(parents.pop())
+    assert summary.data.tags["kind"] == "summary" and summary.data.tags["mlflow.parentRunId"] == ft["pretrain_run_id"]
+    for mode, r in ft["modes"].items():
+        assert summary.data.metrics[f"{mode}/accuracy_mean"] == pytest.approx(r["accuracy_mean"])
+        history = client.get_metric_history(ft["pretrain_run_id"], f"downstream/{ft['task']}/{mode}/accuracy_mean")
+        assert any(m.value == pytest.approx(r["accuracy_mean"]) for m in history)
+
+
 def test_servers_in_the_docs_listen_on_localhost():
     """Every command in the docs' code blocks that starts an MLflow server or UI binds 127.0.0.1."""
     docs = [ROOT / "README.md", *ROOT.glob("docs/**/*.md")]

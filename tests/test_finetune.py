@@ -56,3 +56,25 @@ def test_summaries_are_mean_and_std_over_seeds():
     runs = [{"accuracy": 0.5}, {"accuracy": 0.7}, {"accuracy": 0.6}]
     s = summarize(runs, ["accuracy"])
     assert s["accuracy_mean"] == pytest.approx(0.6) and s["accuracy_std"] == pytest.approx(0.1) and s["n"] == 3
+
+
+def test_the_tfidf_floor_of_a_pair_task_sees_whether_the_two_sides_agree():
+    """The target is how many words the two sides share: two texts joined into one bag cannot tell, the pair
+    features (difference, product, cosine of the sides) can."""
+    import random
+
+    from pipeline.finetune.sentence import classical
+    from pipeline.finetune.tasks.base import Example, TaskData
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(300)]
+
+    def example():
+        a = rng.sample(words, 8)
+        shared = rng.randint(0, 8)
+        b = a[:shared] + rng.sample([w for w in words if w not in a], 8 - shared)
+        return Example(" ".join(a), " ".join(rng.sample(b, 8)), shared / 8)
+
+    task = TaskData("agree", [], [example() for _ in range(1500)], [example() for _ in range(300)],
+                    metrics=["pearson"], regression=True)
+    assert classical(task)["pearson"] > 0.8

@@ -94,8 +94,13 @@ def test_dvc_pipeline_end_to_end(project):
     hf = dst / "models" / "pretrain" / "hf"
     assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json"} <= {p.name for p in hf.iterdir()}
 
-    metrics = _run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], dst, env)
-    assert "val/mlm_acc" in metrics and "accuracy_mean" in metrics
+    metrics = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], cwd=dst, env=env,
+                             capture_output=True, text=True, check=True).stdout
+    shown = json.loads(metrics)[""]["data"]
+    assert list(shown) == ["reports/summary.json"], list(shown)  # the headline numbers only: `dvc exp show` fits
+    summary = shown["reports/summary.json"]["data"]
+    assert set(summary) == {"baseline", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    assert "pretrained_accuracy" in summary["baseline"] and "val_bilm_acc" in summary["elmo"]
     plots = _run([sys.executable, "-m", "dvc", "plots", "show", "-o", str(dst / "dvc_plots")], dst, env)
     assert (dst / "dvc_plots" / "index.html").exists(), plots
 
@@ -131,8 +136,16 @@ def test_dvc_pipeline_end_to_end(project):
     assert sorted((r.data.tags["variant"], r.data.tags["pretrain_seed"], r.data.params["masking.mlm_probability"])
                   for r in pre) == sorted((v, k, p) for v in ("baseline", *VARIANTS) for k in "01" for p in ("0.15", "0.2"))
     assert {r.data.params["objective.lm"] for r in pre if r.data.tags["variant"] == "ltr"} == {"left_to_right"}
-    # 2 variants x 2 pretraining runs x 2 modes x 1 seed, twice
-    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 16
+    summary = [r for r in fine if r.data.tags.get("kind") == "summary"]  # one per finetune stage run
+    fine = [r for r in fine if r.data.tags.get("kind") != "summary"]
+    assert len(summary) == 2 * len(RUNS)
+    # nested: each (mode, seed) run under its stage's run, that under the pretrain run it started from
+    assert {r.data.tags["mlflow.parentRunId"] for r in fine} <= {r.info.run_id for r in summary}
+    assert {r.data.tags["mlflow.parentRunId"] for r in summary} <= {p.info.run_id for p in pre}
+    assert all("pretrained/accuracy_mean" in r.data.metrics for r in summary)
+    assert sum("downstream/bible_sections/pretrained/accuracy_mean" in p.data.metrics for p in pre) == 2 * len(RUNS)
+    # 4 variants x 2 pretraining runs x 2 modes x 1 seed, twice
+    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 32
     fine = [r for r in fine if r.data.tags["variant"] == "baseline"]
     # the first run: 4 modes; the second: the 2 that use the pretrained weights; twice
     assert len(fine) == 12 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}

@@ -73,20 +73,26 @@ def test_dvc_deps_are_exactly_the_imported_modules(stage):
 
 def test_finetune_stage_on_glue_mrpc(tmp_path):
     """The finetune stage on a GLUE task from a data directory, starting from an HF-format export."""
+    from pipeline.finetune.modes import MODES
+
     glue_dir = shared_data("glue")
     tiny_export(tmp_path)
     r = run_stage("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
                   "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
+                  f"finetune.modes=[{','.join(MODES)}]",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["dev_examples"] == 64
-    from pipeline.finetune.modes import MODES
 
     assert set(result["modes"]) == set(MODES) and result["metrics"] == ["f1", "accuracy"]
     for mode, r in result["modes"].items():
         assert 0 <= r["accuracy_mean"] <= 1 and 0 <= r["f1_mean"] <= 1 and r["n"] == (1 if mode == "tfidf" else 2)
     assert len(result["modes"]["frozen_weighted"]["runs"][0]["layer_weights"]) == 2  # embeddings + 1 layer
+    from mlflow.tracking import MlflowClient
+
+    experiment = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment_by_name("bert-lab")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3 opens on the runs
 
 
 def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):

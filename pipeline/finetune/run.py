@@ -4,8 +4,11 @@ A task with a label per text runs through ``pipeline.finetune.sentence``, one
 with a label per word (NER) through ``pipeline.finetune.tokens``; both offer the
 same three ways to train (fine-tune, frozen features, the classical baseline).
 Each (mode, seed) is one MLflow run tagged with the task, mode, seed and the
-pretrain run it started from. Results are reported per mode as mean and
-standard deviation over seeds of each of the task's metrics.
+pretrain run it started from, nested under one run of the stage, which is
+nested under that pretrain run: in ``mlflow ui`` a pretraining run unfolds into
+its fine-tuning. The stage's run and the pretrain run carry the summary (each
+mode's mean and standard deviation over seeds of each of the task's metrics),
+as ``metrics/finetune.json`` does.
 """
 from __future__ import annotations
 
@@ -14,6 +17,9 @@ import time
 from pathlib import Path
 
 from hydra.utils import instantiate
+from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 from pipeline.data.tokenizer import load_tokenizer
@@ -24,9 +30,10 @@ from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, summarize
 from pipeline.io import read_json, write_json
-from pipeline.tracking import check_tracking, mlflow_logger, run_tags
+from pipeline.tracking import check_tracking, mlflow_logger, run_tags, tracking_uri
 
 log = logging.getLogger(__name__)
+PARENT = "mlflow.parentRunId"  # MLflow's nesting: the runs table folds a run's children under it
 
 
 def run(cfg: DictConfig) -> dict:
@@ -40,6 +47,9 @@ def run(cfg: DictConfig) -> dict:
     k = cfg.get("pretrain_seed") or 0
     input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
                                                       "pretrain_run_id": pretrain_run, "pretrain_seed": str(k)})
+    known = known_run(cfg, pretrain_run)  # in this tracking store: the stage's run nests under it
+    parent = open_run(cfg, task.name, None, None, {**input_tags, **({PARENT: pretrain_run} if known else {})})
+    input_tags = {**input_tags, PARENT: parent.run_id}
     results: dict[str, dict] = {}
     for mode in cfg.finetune.modes:
         started = time.perf_counter()
@@ -62,8 +72,35 @@ def run(cfg: DictConfig) -> dict:
     metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
                "train_examples": len(runner.train), "dev_examples": len(runner.dev), "pretrain_run_id": pretrain_run,
                "modes": results, "mode_order": list(results)}
+    summary = {f"{mode}/{m}_{stat}": r[f"{m}_{stat}"] for mode, r in results.items() for m in task.metrics
+               for stat in ("mean", "std")}
+    parent.log_metrics(summary, step=0)
+    parent.finalize("success")
+    if known:
+        log_downstream(parent, pretrain_run, task.name, summary)
     write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
     return metrics
+
+
+def known_run(cfg: DictConfig, run_id: str) -> bool:
+    """Whether the tracking store holds ``run_id`` (a pretrain run recorded elsewhere, or an external folder, not)."""
+    if run_id.startswith("external:"):
+        return False
+    try:
+        MlflowClient(tracking_uri(cfg)).get_run(run_id)
+    except MlflowException:
+        log.info("the pretrain run %s is not in this tracking store: the fine-tuning runs are not nested under it",
+                 run_id)
+        return False
+    return True
+
+
+def log_downstream(logger, pretrain_run: str, task: str, summary: dict[str, float]) -> None:
+    """The fine-tuning summary on the pretrain run too (``downstream/<task>/<mode>/<metric>_mean``), so the runs
+    table sorted by it says which pretraining won."""
+    now = int(time.time() * 1000)
+    logger.experiment.log_batch(pretrain_run, metrics=[Metric(f"downstream/{task}/{k}", v, now, 0)
+                                                       for k, v in summary.items()])
 
 
 def start(cfg: DictConfig) -> tuple[Path, str]:
@@ -88,10 +125,13 @@ def recipe(cfg: DictConfig) -> Recipe:
                   progress=cfg.runtime.progress, fused_optimizer=cfg.runtime.fused_optimizer)
 
 
-def open_run(cfg: DictConfig, task: str, mode: str, seed: int, input_tags: dict[str, str]):
-    """The MLflow run of one (mode, seed)."""
+def open_run(cfg: DictConfig, task: str, mode: str | None, seed: int | None, input_tags: dict[str, str]):
+    """The MLflow run of one (mode, seed), or with ``mode`` None the stage's run, under the pretrain run."""
     k = cfg.get("pretrain_seed") or 0
-    run_name = f"finetune-{cfg.get('variant') or 'baseline'}{f'-p{k}' if k else ''}-{task}-{mode}-s{seed}"
-    logger = mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "mode": mode, "seed": str(seed)})
+    run_name = f"finetune-{cfg.get('variant') or 'baseline'}{f'-p{k}' if k else ''}-{task}"
+    if mode is None:
+        return mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "kind": "summary"})
+    logger = mlflow_logger(cfg, run_name=f"{run_name}-{mode}-s{seed}",
+                           tags={**input_tags, "mode": mode, "seed": str(seed)})
     logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
     return logger

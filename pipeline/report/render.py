@@ -365,6 +365,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
         for name, data in doc.figures.items():
             (tmp / name).write_bytes(data)
     write_json(out / "ablations.json", res)
+    write_json(out / "summary.json", res["summary"])
     with atomic_file(out / "report.md") as f:
         f.write("\n".join(doc.md))
     with atomic_file(out / "index.html") as f:

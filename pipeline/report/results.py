@@ -272,6 +272,21 @@ def method(variants: dict[str, list[dict]], families: list[dict], metric: str, c
     return out
 
 
+def headline(variants: dict[str, list[dict]], metric: str) -> dict[str, dict[str, float]]:
+    """The few numbers `dvc exp show` lists (``reports/summary.json``): per row of the grid, its LM's validation
+    accuracy and each fine-tuning mode's dev score, means over its runs."""
+    out = {}
+    for v, runs in variants.items():
+        pre = pretrain_summary([r["pretrain"] for r in runs])
+        row = {f"val_{pre['lm']}_acc": pre["val_lm_acc"]} if pre["val_lm_acc"] is not None else {}
+        for mode in runs[0]["finetune"]["modes"]:
+            values = [x[metric] for r in runs if mode in r["finetune"]["modes"]
+                      for x in r["finetune"]["modes"][mode]["runs"]]
+            row[f"{mode}_{metric}"] = round(float(np.mean(values)), 6)
+        out[v] = row
+    return out
+
+
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict],
                      modes: list[str], confidence: float = 0.95) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
@@ -300,7 +315,8 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
             if c and c.get("low") is not None:
                 entry.update({"vs_diff": c["diff"], "vs_low": c["low"], "vs_high": c["high"], "vs_p": c["p"]})
             table[f["name"]][r["name"]] = entry
-    return {"grid": grid, "table": table, "task": ft["task"], "metric": metric, "variant_modes": modes,
+    return {"grid": grid, "table": table, "summary": headline(variants, metric), "task": ft["task"], "metric": metric,
+            "variant_modes": modes,
             "method": method(variants, fams, metric, confidence), "families": fams,
             "findings": findings(fams, classical, pretrained, metric, ft["task"], confidence),
             "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
