@@ -68,6 +68,7 @@ def reference(tmp_path_factory):
     return root, seconds
 
 
+@pytest.mark.slow  # minutes: every stage killed and rerun (CI runs the slow marker too)
 def test_sigkill_in_every_stage_then_rerun_completes_with_the_same_results(reference):
     """Each stage is killed at a random point of its work; a rerun finishes and matches the uninterrupted run."""
     ref, seconds = reference

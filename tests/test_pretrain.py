@@ -150,6 +150,7 @@ def _env(root: Path) -> dict:
     return dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
 
 
+@pytest.mark.slow  # a minute: two full runs and a killed one (CI runs the slow marker too)
 def test_a_killed_run_resumes_where_it_stopped_and_ends_like_an_uninterrupted_one(small_data):
     root, paths = small_data
     extra = ["trainer.max_steps=60", "trainer.checkpoint_every_n_steps=10", "trainer.val_check_interval=30"]
