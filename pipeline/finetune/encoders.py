@@ -74,14 +74,8 @@ class PooledClassifier(nn.Module):
         return self.classifier(self.dropout((top * m).sum(1) / m.sum(1)))                   # (B, labels)
 
 
-class TokenClassifier(nn.Module):
-    """A label per token from its top-layer state."""
-
-    def __init__(self, model: nn.Module, num_labels: int, dropout: float = 0.1):
-        super().__init__()
-        self.encoder = Encoder(model)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(self.encoder.hidden_size, num_labels)
+class TokenClassifier(PooledClassifier):
+    """A label per token from its top-layer state (the same parts as ``PooledClassifier``, no pooling)."""
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         return self.classifier(self.dropout(self.encoder(input_ids, token_type_ids, attention_mask)[-1]))

@@ -36,7 +36,8 @@ def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
 class PretrainingModule(L.LightningModule):
     """What every pretraining objective shares: its optimiser and schedule, a loss that must stay finite, the
     RNG state in checkpoints (a resumed run draws what the uninterrupted one would), resuming at another world
-    size, and perplexity over a whole validation pass. ``model`` is the network being pretrained."""
+    size, and perplexity over a whole validation pass. ``model`` is the network being pretrained; each subclass
+    defines ``step(batch, batch_idx, split) -> loss``, which the training and validation hooks call."""
 
     model: torch.nn.Module
 
@@ -44,9 +45,6 @@ class PretrainingModule(L.LightningModule):
         super().__init__()
         self.optim, self.max_steps, self.fused = optim, max_steps, fused_optimizer
         self.val_lm_loss = MeanMetric()  # per predicted token, for perplexity
-
-    def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
-        raise NotImplementedError
 
     def logs_this_step(self) -> bool:
         """Whether training metrics logged now reach the logger (every ``trainer.log_every_n_steps`` steps)."""
