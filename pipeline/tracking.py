@@ -13,7 +13,9 @@ silent fallback: runs would end up in two places); ``tracking.uri=null`` with
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import time
 import re
 import subprocess
 import urllib.error
@@ -26,9 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 LOCAL_STORE = "sqlite:///mlflow.db"  # in the project's folder (project_root): see local_store()
-EXPERIMENT_COPY = (".dvc", "tmp", "exps")
-EXPERIMENT_KIND = "mlflow.experimentKind"  # MLflow 3's UI: training runs (not GenAI traces) as the landing page  # where `dvc exp run --queue` runs an experiment, in a temporary copy
+EXPERIMENT_COPY = (".dvc", "tmp", "exps")  # where `dvc exp run --queue` runs an experiment, in a temporary copy
+EXPERIMENT_KIND = "mlflow.experimentKind"  # MLflow 3's UI: training runs (not GenAI traces) as the landing page
+PARENT = "mlflow.parentRunId"  # MLflow's nesting: the runs table folds a run's children under it
 
 
 def project_root(start: str | Path | None = None) -> Path:
@@ -48,6 +53,16 @@ def local_store(start: str | Path | None = None) -> str:
 
 def tracking_uri(cfg: DictConfig) -> str:
     return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or local_store()
+
+
+def artifact_location(cfg: DictConfig) -> str | None:
+    """Where a new experiment of the local store keeps its artifacts: ``mlruns/`` in the project's folder (MLflow's
+    default is relative to the working folder: for an experiment first created by a queued run, the temporary
+    copy DVC deletes). A server decides for itself (None)."""
+    uri = tracking_uri(cfg)
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlruns").as_uri()
 
 
 def redact(uri: str) -> str:
@@ -89,9 +104,19 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
         else:
             out[prefix[:-1]] = str(node)[:6000]
 
+    walk(resolved_config(cfg), "")
+    return out
+
+
+def resolved_config(cfg: DictConfig) -> dict:
+    """The run's settings, resolved, without the catalogue and without secrets (what ``config.yaml`` on a run holds)."""
     kept = [k for k in cfg if k not in CATALOGUE_KEYS]  # before resolving: the catalogue is never resolved here
-    walk({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in kept}, "")
-    return {k: v for k, v in out.items() if k not in SECRET_KEYS}
+    out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in kept}
+    for key in SECRET_KEYS:
+        section, name = key.split(".")
+        if isinstance(out.get(section), dict):
+            out[section].pop(name, None)
+    return out
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
@@ -167,9 +192,12 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
 
     tags = {"variant": cfg.get("variant") or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
     logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
-                          tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id)
+                          tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id,
+                          artifact_location=artifact_location(cfg))
     if logger.run_id is not None:  # rank zero: MLflow 3 opens a model-training experiment on its runs table
         logger.experiment.set_experiment_tag(logger.experiment_id, EXPERIMENT_KIND, "custom_model_development")
+        if run_id is None:  # the resolved config, as one file beside the params (which MLflow cuts at 6,000 chars)
+            logger.experiment.log_dict(logger.run_id, resolved_config(cfg), "config.yaml")
     params = flatten_config(cfg)
     if run_id is not None and logger.run_id is not None:  # rank zero, continuing a run
         before = logger.experiment.get_run(run_id).data.params
@@ -179,6 +207,64 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
         params = {k: v for k, v in params.items() if k not in before}
     logger.log_hyperparams(params)
     return logger
+
+
+def known_run(cfg: DictConfig, run_id: str) -> bool:
+    """Whether the tracking store holds ``run_id`` (a run recorded in another store, or an external folder, not)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    if run_id.startswith("external:"):
+        return False
+    try:
+        MlflowClient(tracking_uri(cfg)).get_run(run_id)
+    except MlflowException:
+        log.info("run %s is not in this tracking store: nothing is nested under it", run_id)
+        return False
+    return True
+
+
+def record_grid(cfg: DictConfig, grid: str, metrics: Mapping[str, float], children: list[str],
+                report_dir: Path) -> str:
+    """The grid's run: the parent of every pretraining run of the grid, with the grid's numbers and its report.
+
+    One run per grid and DVC experiment (``dvc.exp_name``; the workspace has its
+    own), reused when the report is drawn again: its metrics are logged anew,
+    its children become exactly ``children`` (the runs behind this report; a
+    run it held from an earlier report is let go), and ``report/`` holds the
+    report (open ``report/index.html`` from the run's artifacts). Children not
+    in this store are skipped. Returns the grid run's id.
+    """
+    from mlflow.entities import Metric, RunStatus
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri(cfg))
+    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+        cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+    client.set_experiment_tag(experiment_id, EXPERIMENT_KIND, "custom_model_development")
+    key = f"{grid}@{os.environ.get('DVC_EXP_NAME') or 'workspace'}"
+    found = client.search_runs([experiment_id], f"tags.kind = 'grid' and tags.grid_key = '{key}'", max_results=1)
+    tags = run_tags({}, {"kind": "grid", "grid": grid, "grid_key": key, "stage": "report"})
+    if found:
+        run_id = found[0].info.run_id
+        for k, v in tags.items():
+            client.set_tag(run_id, k, v)
+    else:
+        run_id = client.create_run(experiment_id, run_name=f"grid-{grid}", tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    for i in range(0, len(items), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=items[i:i + 1000])
+    keep = {c for c in children if known_run(cfg, c)}
+    for c in keep:
+        client.set_tag(c, PARENT, run_id)
+    for r in client.search_runs([experiment_id], f"tags.`{PARENT}` = '{run_id}'"):
+        if r.info.run_id not in keep:
+            client.delete_tag(r.info.run_id, PARENT)
+    client.log_artifacts(run_id, str(report_dir), "report")
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
 
 
 def metric_history(client, run_id: str, key: str) -> list[tuple[int, float]]:

@@ -152,6 +152,15 @@ def test_dvc_pipeline_end_to_end(project):
     assert len(fine) == 12 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
+    # the grid's run (the report's) parents the pretrain runs behind its report, with the report's numbers
+    grids = {r.info.run_id: r for r in runs if r.data.tags.get("kind") == "grid"}
+    latest = [r for r in pre if r.data.params["masking.mlm_probability"] == "0.2"]
+    parents = {r.data.tags.get("mlflow.parentRunId") for r in latest}
+    assert len(parents) == 1 and parents <= set(grids), parents
+    grid = grids[parents.pop()]
+    assert grid.data.tags["grid"] == "ci" and "baseline/val_mlm_acc" in grid.data.metrics
+    assert "report/index.html" in [f.path for f in client.list_artifacts(grid.info.run_id, "report")]
+    assert "config.yaml" in [f.path for f in client.list_artifacts(latest[0].info.run_id)]
 
 
 @pytest.fixture

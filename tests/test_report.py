@@ -62,7 +62,7 @@ def report(tmp_path_factory):
     m = root / "metrics"
     cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
-                   f"paths.reports={root / 'reports'}"])
+                   f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)

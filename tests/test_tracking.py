@@ -4,7 +4,8 @@ from __future__ import annotations
 import subprocess
 
 from pipeline.config import compose
-from pipeline.tracking import content_hash, flatten_config, git_commit
+from pipeline.tracking import (PARENT, content_hash, flatten_config, git_commit, mlflow_logger, record_grid,
+                               resolved_config)
 
 
 def test_flattened_params_cover_the_config_but_not_the_tracking_uri():
@@ -12,6 +13,51 @@ def test_flattened_params_cover_the_config_but_not_the_tracking_uri():
     params = flatten_config(cfg)
     assert params["model.hidden_size"] == "128" and params["masking.mlm_probability"] == "0.15"
     assert "tracking.uri" not in params and not any("token@" in v for v in params.values())
+    assert "uri" not in resolved_config(cfg)["tracking"] and resolved_config(cfg)["model"]["hidden_size"] == 128
+
+
+def test_a_run_carries_its_resolved_config_and_its_artifacts_stay_in_the_project(tmp_path, monkeypatch):
+    """config.yaml on the run; a new experiment of the local store keeps artifacts in the store's folder,
+    whatever the working folder (a queued DVC experiment runs in a copy that DVC deletes)."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "project" / "mlflow.db"
+    store.parent.mkdir()
+    elsewhere = tmp_path / "copy"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = compose([f"tracking.uri=sqlite:///{store}"])
+    logger = mlflow_logger(cfg, run_name="r", tags={"stage": "test"})
+    client = MlflowClient(f"sqlite:///{store}")
+    saved = yaml.safe_load(open(client.download_artifacts(logger.run_id, "config.yaml", str(tmp_path))))
+    assert saved["model"] == dict(cfg.model) and "uri" not in saved["tracking"]
+    location = client.get_experiment(logger.experiment_id).artifact_location
+    assert location.startswith((tmp_path / "project" / "mlruns").as_uri()), location
+    assert not list(elsewhere.iterdir())
+
+
+def test_the_grid_run_parents_exactly_the_runs_of_its_report(tmp_path):
+    """Reused when the report is drawn again: new metrics, children = this report's runs, the report attached."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = compose([f"tracking.uri={uri}"])
+    client = MlflowClient(uri)
+    exp = client.create_experiment(cfg.tracking.experiment)
+    a, b = (client.create_run(exp, run_name=n).info.run_id for n in ("pretrain-a", "pretrain-b"))
+    report = tmp_path / "reports"
+    report.mkdir()
+    (report / "report.md").write_text("# report\n")
+    first = record_grid(cfg, "demo", {"baseline/pretrained_accuracy": 0.5}, [a, b, "f" * 32], report)
+    assert {client.get_run(r).data.tags.get(PARENT) for r in (a, b)} == {first}
+    again = record_grid(cfg, "demo", {"baseline/pretrained_accuracy": 0.6}, [b], report)
+    grid = client.get_run(again)
+    assert again == first and grid.data.metrics["baseline/pretrained_accuracy"] == 0.6
+    assert PARENT not in client.get_run(a).data.tags and client.get_run(b).data.tags[PARENT] == first
+    assert grid.data.tags["kind"] == "grid" and grid.info.status == "FINISHED"
+    assert [f.path for f in client.list_artifacts(again, "report")] == ["report/report.md"]
+    assert record_grid(cfg, "other", {}, [], report) != first  # another grid, another run
 
 
 def test_content_hash_follows_bytes_and_names(tmp_path):

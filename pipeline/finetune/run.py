@@ -18,8 +18,6 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 from mlflow.entities import Metric
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 from pipeline.data.tokenizer import load_tokenizer
@@ -30,10 +28,9 @@ from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, summarize
 from pipeline.io import read_json, write_json
-from pipeline.tracking import check_tracking, mlflow_logger, run_tags, tracking_uri
+from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
 
 log = logging.getLogger(__name__)
-PARENT = "mlflow.parentRunId"  # MLflow's nesting: the runs table folds a run's children under it
 
 
 def run(cfg: DictConfig) -> dict:
@@ -80,19 +77,6 @@ def run(cfg: DictConfig) -> dict:
         log_downstream(parent, pretrain_run, task.name, summary)
     write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
     return metrics
-
-
-def known_run(cfg: DictConfig, run_id: str) -> bool:
-    """Whether the tracking store holds ``run_id`` (a pretrain run recorded elsewhere, or an external folder, not)."""
-    if run_id.startswith("external:"):
-        return False
-    try:
-        MlflowClient(tracking_uri(cfg)).get_run(run_id)
-    except MlflowException:
-        log.info("the pretrain run %s is not in this tracking store: the fine-tuning runs are not nested under it",
-                 run_id)
-        return False
-    return True
 
 
 def log_downstream(logger, pretrain_run: str, task: str, summary: dict[str, float]) -> None:

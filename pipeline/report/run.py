@@ -1,4 +1,10 @@
-"""The report stage: every run's metrics and curves -> ``reports/`` (HTML, Markdown, figures, JSON)."""
+"""The report stage: every run's metrics and curves -> ``reports/`` (HTML, Markdown, figures, JSON).
+
+The report reads only files DVC tracks. Afterwards the grid gets its MLflow run
+(``pipeline.tracking.record_grid``): the parent of every pretraining run
+behind the report, with the report's numbers as metrics and the report itself
+as artifacts.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.io import read_json
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
-from pipeline.tracking import redact
+from pipeline.tracking import check_tracking, record_grid, redact
 
 
 def run(cfg: DictConfig) -> dict:
+    check_tracking(cfg)
     runs = OmegaConf.to_container(cfg.runs, resolve=True)
     res = ablation_results(runs, cfg.grid.name, load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes),
                            confidence=cfg.report.confidence)
@@ -23,4 +30,15 @@ def run(cfg: DictConfig) -> dict:
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
                  probe=read_json(probe) if (probe := Path(cfg.paths.metrics) / "probe.json").exists() else None)
+    record_grid(cfg, cfg.grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
+                Path(cfg.paths.reports))
     return res
+
+
+def grid_metrics(res: dict) -> dict[str, float]:
+    """The report's numbers as MLflow metrics: ``<row>/<number>`` of ``summary.json`` and
+    ``<family>/<row>/<number>`` of its tables (means, intervals, differences, p-values)."""
+    out = {f"{row}/{k}": v for row, numbers in res["summary"].items() for k, v in numbers.items()}
+    out.update({f"{fam}/{row}/{k}": v for fam, rows in res["table"].items() for row, numbers in rows.items()
+                for k, v in numbers.items()})
+    return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
