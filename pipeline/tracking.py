@@ -71,8 +71,11 @@ def redact(uri: str) -> str:
 
 
 def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
-    """A tracking server that does not answer its health check is a ``ConfigError`` naming it."""
+    """A tracking server that does not answer its health check is a ``ConfigError`` naming it; a local store is
+    made ready (``prepare_local_store``)."""
     uri = tracking_uri(cfg)
+    if uri.startswith("sqlite:///"):
+        prepare_local_store(cfg, uri)
     if not uri.startswith(("http://", "https://")):
         return
     try:
@@ -84,6 +87,29 @@ def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
         raise ConfigError(f"{source}={redact(uri)}: the MLflow server does not answer ({reason}); nothing was "
                           "computed. Start the server, or unset it to record runs in the local store "
                           f"({local_store()})") from None
+
+
+def prepare_local_store(cfg: DictConfig, uri: str) -> None:
+    """Create (or upgrade) the SQLite store and the experiment one process at a time.
+
+    ``dvc queue start -j 2`` starts two experiments at once; on a new store both
+    would create its tables and the experiment together, and one fails
+    (``table _alembic_tmp_metrics already exists``). A file lock beside the
+    store makes the first do it and the second find it done.
+    """
+    from filelock import FileLock
+    from mlflow.tracking import MlflowClient
+
+    db = Path(uri[len("sqlite:///"):]).resolve()
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(db) + ".lock", timeout=300):
+            client = MlflowClient(uri)  # creates or migrates the tables
+            if client.get_experiment_by_name(cfg.tracking.experiment) is None:
+                client.create_experiment(cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+    except OSError as e:
+        raise ConfigError(f"tracking: the local MLflow store {db} cannot be written ({e}); nothing was computed. "
+                          "Point tracking.uri at a writable store") from None
 
 
 # Never logged: a tracking URI can carry credentials (https://user:token@host).

@@ -163,31 +163,87 @@ def test_dvc_pipeline_end_to_end(project):
     assert "config.yaml" in [f.path for f in client.list_artifacts(latest[0].info.run_id)]
 
 
-@pytest.fixture
-def mlflow_server(tmp_path):
-    """`mlflow server` on 127.0.0.1 with a SQL backend and an artifact store, as a team would run it."""
+def _serve(args: list[str]):
+    """An MLflow command serving on a free port of 127.0.0.1: (process, its URL), once it answers."""
     import socket
     import urllib.request
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-           "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-           "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow", *args, "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while True:
         try:
             urllib.request.urlopen(f"{uri}/health", timeout=2).read()
-            break
+            return proc, uri
         except OSError:
-            assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
+            assert proc.poll() is None and time.time() < deadline, f"mlflow {args[0]} did not start"
             time.sleep(0.5)
-    yield uri, tmp_path / "artifacts"
+
+
+def _stop(proc) -> None:
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """`mlflow server` on 127.0.0.1 with a SQL backend and an artifact store, as a team would run it."""
+    proc, uri = _serve(["server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                        "--artifacts-destination", str(tmp_path / "artifacts")])
+    yield uri, tmp_path / "artifacts"
+    _stop(proc)
+
+
+def test_mlflow_ui_lists_the_grid_with_its_downstream_scores(project, tmp_path):
+    """`mlflow ui` as the README opens it, in headless Chromium: the runs table of the pretraining runs, sorted by
+    their fine-tuned score from the sort menu, lists every variant of the grid with that score."""
+    dst, env = project
+    if not (dst / "mlflow.db").exists():
+        pytest.skip("needs the pipeline run above")
+    driver_path = shutil.which("chromedriver")
+    if driver_path is None:
+        pytest.skip("Chromium's driver is not installed (Debian: apt-get install chromium chromium-driver)")
+    from mlflow.tracking import MlflowClient
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    client = MlflowClient(f"sqlite:///{dst / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("bert-lab").experiment_id
+    pre = client.search_runs([exp], "tags.stage = 'pretrain'", max_results=1000)
+    metric = "downstream/bible_sections/pretrained/accuracy_mean"
+    proc, uri = _serve(["ui", "--backend-store-uri", f"sqlite:///{dst / 'mlflow.db'}"])
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=2400,1400"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    try:
+        driver.get(f"{uri}/#/experiments/{exp}?workflowType=machine_learning")  # the README's link
+        deadline = time.time() + 120
+        while not [b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith("Sort")]:
+            assert time.time() < deadline, driver.execute_script("return document.body.innerText")[:2000]
+            time.sleep(1)
+        assert "/runs" in driver.current_url  # the training-runs view, not the GenAI overview
+        driver.get(f"{uri}/#/experiments/{exp}/runs?workflowType=machine_learning&orderByAsc=false"
+                   "&searchFilter=tags.stage%20%3D%20%27pretrain%27")
+        time.sleep(5)
+        next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith("Sort")).click()
+        time.sleep(2)
+        driver.find_element(By.CSS_SELECTOR, f"[data-testid='sort-select-{metric}']").click()
+        time.sleep(5)
+        text = driver.execute_script("return document.body.innerText")
+        driver.save_screenshot(str(tmp_path / "mlflow-runs.png"))
+    finally:
+        driver.quit()
+        _stop(proc)
+    assert f"{len(pre)} matching runs" in text, text[-2000:]
+    assert metric in text and all(r.info.run_name in text for r in pre), text[-3000:]
+    assert all(str(r.data.metrics[metric]) in text for r in pre), text[-3000:]  # each run's score, as MLflow shows it
 
 
 def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+
+import pytest
 
 from pipeline.config import compose
-from pipeline.tracking import (PARENT, content_hash, flatten_config, git_commit, mlflow_logger, record_grid,
+from pipeline.errors import ConfigError
+from pipeline.tracking import (PARENT, check_tracking, content_hash, flatten_config, git_commit, mlflow_logger, record_grid,
                                resolved_config)
 
 
@@ -85,3 +89,23 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_dvc_lock(tmp_path):
     assert git_commit(tmp_path / "sub") == sha  # from a subfolder too
     (tmp_path / "train.py").write_text("print(2)\n")
     assert git_commit(tmp_path) == git_commit(tmp_path / "sub") == f"{sha}-dirty"
+
+
+def test_two_experiments_starting_together_share_a_new_local_store(tmp_path):
+    """`dvc queue start -j 2` on a fresh clone: both stages create the store at once; neither fails."""
+    store = tmp_path / "mlflow.db"
+    code = ("import sys; from pipeline.config import compose; from pipeline.tracking import check_tracking; "
+            f"check_tracking(compose(['tracking.uri=sqlite:///{store}']))")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    from mlflow.tracking import MlflowClient
+
+    names = [e.name for e in MlflowClient(f"sqlite:///{store}").search_experiments()]
+    assert names.count("bert-lab") == 1
+
+
+def test_a_local_store_that_cannot_be_created_is_one_line_before_any_compute(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ConfigError, match="cannot be written"):
+        check_tracking(compose([f"tracking.uri=sqlite:///{tmp_path / 'file' / 'mlflow.db'}"]))
