@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 import re
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
