@@ -84,19 +84,25 @@ def test_windows_cover_every_passage_token_once_as_max_context(tok):
     q_len = min(4, len(tok.encode(q.question, add_special_tokens=False).ids))
     room = 40 - q_len - 3
     assert len(enc.windows) == len(window_starts(n, room, 16)) > 3
-    seen, owners = {}, {}
-    for f, w in zip(enc.features, enc.windows):
+    owners = [0] * n
+    for s, f, w in zip(window_starts(n, room, 16), enc.features, enc.windows):
         assert len(f["input_ids"]) <= 40 and len(w.offsets) == len(f["input_ids"])
         assert f["token_type_ids"].count(0) == q_len + 2  # [CLS] question [SEP]
-        for pos, (off, best) in enumerate(zip(w.offsets, w.max_context)):
-            if off is not None:
-                seen[off] = True
-                owners[off] = owners.get(off, 0) + best
-    tokens = tok.encode(context, add_special_tokens=False).offsets
-    assert set(seen) == set(tokens)                  # every passage token is in some window
-    assert set(owners.values()) == {1}               # and is the max-context token of exactly one
+        passage = [best for off, best in zip(w.offsets, w.max_context) if off is not None]
+        for j, best in enumerate(passage):
+            owners[s + j] += best
+    assert owners == [1] * n  # every passage token is in some window, the max-context token of exactly one
     hits = [f for f in enc.features if f["start"]]
     assert hits and all(context[enc.windows[f["index"]].offsets[f["start"]][0]:].startswith("word33") for f in hits)
+
+
+def test_spans_widen_to_whole_words(tok):
+    from pipeline.finetune.spans import word_spans
+
+    text = "righteousnesses, unto 東京"
+    enc = tok.encode(text, add_special_tokens=False)
+    assert len(enc.ids) > 5  # the long word splits into pieces
+    assert sorted({text[a:b] for a, b in word_spans(enc)}) == sorted(["righteousnesses", ",", "unto", "東", "京"])
 
 
 def test_window_starts_step_by_the_stride_and_reach_the_end():
@@ -111,6 +117,11 @@ def test_a_passage_without_tokens_is_skipped_and_counted(tok):
     assert enc.skipped == 1 and {w.question for w in enc.windows} == {1}
     enc = encode_spans(tok, qs, 8, SpanSettings(max_query_length=8))  # no room beside the question
     assert enc.skipped == 2 and not enc.features
+    context = "An answer of control characters: \x00\x01 here."
+    dropped = Question("ctrl", "What?", context, (("\x00\x01", context.index("\x00")),))
+    assert encode_spans(tok, [dropped], 64, SpanSettings(), training=True).skipped == 1  # no target to train on
+    kept = encode_spans(tok, [dropped], 64, SpanSettings())  # on dev it is still asked, and scored
+    assert kept.skipped == 0 and kept.features[0]["start"] == 0
 
 
 # ------------------------------------------------------------------------------------------ scores
@@ -300,6 +311,7 @@ def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "SQuAD-v1.1" and result["metric"] == "f1" and result["comparable"] is False
+    assert result["train_questions"] + result["dev_questions"] == 60 and result["train_examples"] >= 40
     assert set(result["modes"]) == {"pretrained", "tfidf"} and all(0 <= m["f1_mean"] <= 1
                                                                     for m in result["modes"].values())
     assert (tmp_path / "metrics" / "predictions" / "pretrained-s0" / "predictions.json").is_file()

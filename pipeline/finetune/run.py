@@ -79,8 +79,8 @@ def run(cfg: DictConfig) -> dict:
     metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
                "train_examples": len(runner.train), "dev_examples": len(runner.dev), "pretrain_run_id": pretrain_run,
                "modes": results, "mode_order": list(results)}
-    if isinstance(task, tasks.SquadTask):  # false: dev is split from the train data, not the official dev set
-        metrics["comparable"] = task.comparable
+    if isinstance(task, tasks.SquadTask):  # examples are windows; comparable false: dev split from the train data
+        metrics.update(train_questions=len(task.train), dev_questions=len(task.dev), comparable=task.comparable)
     summary = {f"{mode}/{m}_{stat}": r[f"{m}_{stat}"] for mode, r in results.items() for m in task.metrics
                for stat in ("mean", "std")}
     parent.log_metrics(summary, step=0)

@@ -3,7 +3,7 @@
 * ``pretrained`` / ``scratch`` -- ``BertForQuestionAnswering``: a start and an
   end score per token from the last hidden states (the paper's Figure 1c);
 * ``frozen_<features>`` -- the frozen encoder's per-token states of the chosen
-  layers feed a two-layer BiLSTM and a linear layer to a start and an end score
+  layers feed a one-layer BiLSTM and a linear layer to a start and an end score
   (``FrozenBiLSTMTagger`` with two outputs; only it trains);
 * ``tfidf`` -- no network: the sliding-window word-overlap baseline
   (``pipeline.finetune.overlap``).
@@ -16,9 +16,11 @@ when the answer is not inside it (or there is none, v2.0); the loss is the mean
 of the start and end cross-entropies. On dev every question takes the best span
 over all its windows (``n_best`` start and end candidates per window, passage
 tokens only, a start only where the window gives the token its most context),
-its text cut from the original passage by character offsets. A question whose
+its text cut from the original passage by character offsets, widened to whole
+words (a span never starts or ends inside a word, as run_squad's answers). A question whose
 passage leaves no token (an empty passage, or no room beside the question) is
-skipped and counted; on dev it scores 0.
+skipped and counted; on dev it scores 0. So is a training question whose
+answers cover no token.
 """
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ class Window:
     """Where one model input came from: its question, and the passage characters behind each of its tokens."""
 
     question: int                                   # index into the questions encoded
-    offsets: tuple[tuple[int, int] | None, ...]     # per input position: (start, end) in the passage; None if not
+    offsets: tuple[tuple[int, int] | None, ...]     # per input position: its word's (start, end) in the passage;
+                                                    # None outside the passage
     max_context: tuple[bool, ...]                   # per input position: no other window sees more around it
 
 
@@ -79,6 +82,23 @@ def answer_tokens(offsets: list[tuple[int, int]], start: int, end: int) -> tuple
     return (covered[0], covered[-1]) if covered else None
 
 
+def word_spans(encoding) -> list[tuple[int, int]]:
+    """Per token, the characters of the whole word it is a piece of (the pre-tokenizer's words: whitespace and
+    punctuation split them), so that a predicted span never starts or ends inside a word, as run_squad's
+    answers are whole words."""
+    spans = list(encoding.offsets)
+    ids = encoding.word_ids
+    i = 0
+    while i < len(spans):
+        j = i
+        while j + 1 < len(spans) and ids[j + 1] is not None and ids[j + 1] == ids[i]:
+            j += 1
+        for k in range(i, j + 1):
+            spans[k] = (encoding.offsets[i][0], encoding.offsets[j][1])
+        i = j + 1
+    return spans
+
+
 def max_context(starts: list[int], lengths: list[int], n: int) -> list[np.ndarray]:
     """Per window, a flag per passage token: this window gives it the most context on its poorer side
     (ties to the longer window, then the earlier), as run_squad's ``_check_is_max_context`` does."""
@@ -93,8 +113,10 @@ def max_context(starts: list[int], lengths: list[int], n: int) -> list[np.ndarra
     return [owner[s:s + length] == w for w, (s, length) in enumerate(zip(starts, lengths))]
 
 
-def encode_spans(tok, questions: list[Question], max_seq_length: int, span: SpanSettings) -> Encoded:
-    """Every question as one or more windows (``Window``) and their model inputs."""
+def encode_spans(tok, questions: list[Question], max_seq_length: int, span: SpanSettings,
+                 training: bool = False) -> Encoded:
+    """Every question as one or more windows (``Window``) and their model inputs. For ``training`` a question
+    whose gold answers cover no token (only characters the tokenizer drops) is skipped too: it has no target."""
     tok.no_truncation()
     tok.no_padding()
     cls_id, sep_id = tok.token_to_id(CLS), tok.token_to_id(SEP)
@@ -109,14 +131,17 @@ def encode_spans(tok, questions: list[Question], max_seq_length: int, span: Span
         if room < 1 or not doc.ids:
             skipped += 1
             continue
-        target = None
-        if q.answers:
-            text, start = q.answers[0]  # trained on the first gold answer, as run_squad
-            target = answer_tokens(doc.offsets, start, start + len(text))
+        # The first gold answer that covers a token is the target, as run_squad trains on the first one.
+        targets = (answer_tokens(doc.offsets, start, start + len(text)) for text, start in q.answers)
+        target = next((t for t in targets if t is not None), None)
+        if training and q.answers and target is None:
+            skipped += 1
+            continue
         n = len(doc.ids)
         starts = window_starts(n, room, span.doc_stride)
         lengths = [min(room, n - s) for s in starts]
         head = len(q_ids) + 2
+        words = word_spans(doc)
         for s, length, best in zip(starts, lengths, max_context(starts, lengths, n)):
             first = last = 0  # [CLS]: the answer is not in this window, or there is none
             if target is not None and s <= target[0] and target[1] < s + length:
@@ -124,7 +149,7 @@ def encode_spans(tok, questions: list[Question], max_seq_length: int, span: Span
             features.append({"input_ids": [cls_id, *q_ids, sep_id, *doc.ids[s:s + length], sep_id],
                              "token_type_ids": [0] * head + [1] * (length + 1),
                              "start": first, "end": last, "index": len(features)})
-            windows.append(Window(qi, (None,) * head + tuple(doc.offsets[s:s + length]) + (None,),
+            windows.append(Window(qi, (None,) * head + tuple(words[s:s + length]) + (None,),
                                   (False,) * head + tuple(best.tolist()) + (False,)))
     return Encoded(features, windows, skipped)
 
@@ -208,13 +233,14 @@ class SpanRunner:
 
     def __init__(self, recipe: Recipe, task: SquadTask, tok, export_dir: Path, predictions_dir: Path | None = None):
         self.recipe, self.task, self.export_dir, self.predictions_dir = recipe, task, export_dir, predictions_dir
-        train = encode_spans(tok, task.train, recipe.max_seq_length, task.span)
+        train = encode_spans(tok, task.train, recipe.max_seq_length, task.span, training=True)
         dev = encode_spans(tok, task.dev, recipe.max_seq_length, task.span)
         self.train, self.dev, self.windows = train.features, dev.features, dev.windows
         self.skipped = {"skipped_train_questions": train.skipped, "skipped_dev_questions": dev.skipped}
         if train.skipped or dev.skipped:
             log.warning("task %s: %d train and %d dev questions skipped: their passage left no token beside the "
-                        "question (max_seq_length=%d)", task.name, train.skipped, dev.skipped, recipe.max_seq_length)
+                        "question (max_seq_length=%d), or a train answer covers no token", task.name, train.skipped,
+                        dev.skipped, recipe.max_seq_length)
         log.info("task %s (SQuAD %s%s): %d train, %d dev questions in %d and %d windows", task.name, task.version,
                  "" if task.comparable else ", dev split from the train data", len(task.train), len(task.dev),
                  len(self.train), len(self.dev))
@@ -227,10 +253,13 @@ class SpanRunner:
         return self._fit(model, mode, seed, logger, self.recipe.lr, self.recipe.epochs)
 
     def frozen(self, feature_set: str, seed: int, logger) -> dict:
-        """A two-layer BiLSTM span scorer on the frozen encoder's states, with one seed."""
+        """A BiLSTM span scorer on the frozen encoder's states, with one seed."""
         L.seed_everything(seed, workers=True, verbose=False)
         torch.manual_seed(seed)
-        model = FrozenBiLSTMTagger(frozen_encoder(self.export_dir), feature_set, 2).train()
+        encoder = frozen_encoder(self.export_dir)
+        # One BiLSTM layer, each direction half the encoder's width: the span head stays small beside the encoder.
+        model = FrozenBiLSTMTagger(encoder, feature_set, 2, lstm_hidden=max(1, encoder.hidden_size // 2),
+                                   lstm_layers=1).train()
         result = self._fit(model, f"{FROZEN}{feature_set}", seed, logger, self.recipe.feature_lr,
                            self.recipe.feature_epochs)
         if feature_set == "weighted":
