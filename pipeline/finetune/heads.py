@@ -89,7 +89,8 @@ def pooled_states(encoder: Encoder, data: list[dict], batch_size: int = 64) -> t
 
 
 class FrozenBiLSTMTagger(nn.Module):
-    """The paper's feature-based NER: frozen BERT states -> layer mix -> 2-layer BiLSTM -> tags."""
+    """The paper's feature-based NER: frozen BERT states -> layer mix -> 2-layer BiLSTM -> tags (per token
+    scores of any kind: SQuAD's span head is one with a start and an end score and a single, narrower layer)."""
 
     def __init__(self, encoder: Encoder, feature_set: str, num_labels: int, lstm_hidden: int | None = None,
                  lstm_layers: int = 2):

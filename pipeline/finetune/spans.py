@@ -123,6 +123,7 @@ def encode_spans(tok, questions: list[Question], max_seq_length: int, span: Span
     q_encs = tok.encode_batch([q.question for q in questions], add_special_tokens=False)
     contexts = list(dict.fromkeys(q.context for q in questions))  # each passage tokenised once
     c_encs = dict(zip(contexts, tok.encode_batch(contexts, add_special_tokens=False)))
+    c_words = {c: word_spans(e) for c, e in c_encs.items()}
     features, windows, skipped = [], [], 0
     for qi, (q, q_enc) in enumerate(zip(questions, q_encs)):
         q_ids = q_enc.ids[:span.max_query_length]
@@ -141,7 +142,7 @@ def encode_spans(tok, questions: list[Question], max_seq_length: int, span: Span
         starts = window_starts(n, room, span.doc_stride)
         lengths = [min(room, n - s) for s in starts]
         head = len(q_ids) + 2
-        words = word_spans(doc)
+        words = c_words[q.context]
         for s, length, best in zip(starts, lengths, max_context(starts, lengths, n)):
             first = last = 0  # [CLS]: the answer is not in this window, or there is none
             if target is not None and s <= target[0] and target[1] < s + length:
