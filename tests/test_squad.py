@@ -31,7 +31,8 @@ def make_questions(passages=PASSAGES, title="t") -> list[Question]:
     out = []
     for p, (context, qas) in enumerate(passages):
         for k, (question, answer) in enumerate(qas):
-            out.append(Question(f"q{p}-{k}", question, context, ((answer, context.index(answer)),), title=f"{title}{p}"))
+            out.append(Question(f"q{p}-{k}", question, context, ((answer, context.index(answer)),),
+                                title=f"{title}{p}"))
     return out
 
 
@@ -303,7 +304,8 @@ def test_the_overlap_baseline_answers_next_to_the_question_s_words():
 def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     tiny_export(tmp_path)
     f = write_squad(tmp_path / "all.json", qa_passages(30, 0))
-    r = run_stage("finetune", "task=squad", f"task.data.train={f}", "task.data.dev=null", "task.data.split_fraction=0.3",
+    r = run_stage("finetune", "task=squad", f"task.data.train={f}", "task.data.dev=null",
+                  "task.data.split_fraction=0.3",
                   "task.max_seq_length=64", "task.data.doc_stride=16", "finetune.epochs=1", "finetune.seeds=[0]",
                   "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.pretrain={tmp_path / 'pretrain'}",

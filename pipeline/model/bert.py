@@ -5,7 +5,8 @@ post-LayerNorm Transformer encoder blocks follows; a masked-LM head (tied to the
 token embeddings) and a next-sentence head sit on top.
 
 Parameter names are *identical* to ``transformers.BertForPreTraining`` /
-``BertForSequenceClassification`` / ``BertForTokenClassification`` / ``BertForQuestionAnswering``, so state dicts move between the two without
+``BertForSequenceClassification`` / ``BertForTokenClassification`` /
+``BertForQuestionAnswering``, so state dicts move between the two without
 renaming (``tests/test_model_parity.py`` proves the outputs agree). Keep them so:
 odd names such as ``LayerNorm`` and ``attention.self`` are that contract, not taste.
 
