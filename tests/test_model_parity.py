@@ -6,7 +6,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel, pretraining_loss  # noqa: E402
+from pipeline.model.bert import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
+                                 BertModel, pretraining_loss)
 from pipeline.model.config import BertConfig  # noqa: E402
 from pipeline.model.hf import load_hf, save_hf  # noqa: E402
 from pipeline.model.hf import config_from_hf, config_to_hf  # noqa: E402
@@ -209,3 +210,28 @@ def test_config_json_is_hf_config():
     theirs = transformers.BertConfig(**config_to_hf(config))
     for key, value in config_to_hf(config).items():
         assert getattr(theirs, key) == value, key
+
+
+def test_question_answering(batch, tmp_path):
+    """Start and end logits equal transformers' BertForQuestionAnswering, loaded through its own folder."""
+    torch.manual_seed(0)
+    hf = transformers.BertForQuestionAnswering(hf_config()).eval()
+    ids, types, mask = batch
+    hf.save_pretrained(tmp_path / "qa")
+    ours = load_hf(tmp_path / "qa", BertForQuestionAnswering)
+    assert set(ours.state_dict()) == set(hf.state_dict())  # no pooler, qa_outputs: Hugging Face's names
+    with torch.no_grad():
+        ref = hf(ids, attention_mask=mask, token_type_ids=types)
+        logits = ours(ids, types, mask)
+    close(logits[..., 0], ref.start_logits)
+    close(logits[..., 1], ref.end_logits)
+
+
+def test_question_answering_starts_from_a_pretraining_export(tmp_path):
+    """From a pretraining export: the encoder loaded, qa_outputs freshly initialised, the MLM/NSP heads dropped."""
+    torch.manual_seed(0)
+    pre = BertForPreTraining(BertConfig(**TINY))
+    save_hf(pre, tmp_path / "export")
+    qa = load_hf(tmp_path / "export", BertForQuestionAnswering)
+    torch.testing.assert_close(qa.bert.encoder.state_dict(), pre.bert.encoder.state_dict())
+    assert qa.qa_outputs.weight.shape == (2, TINY["hidden_size"]) and qa.qa_outputs.bias.abs().sum() == 0

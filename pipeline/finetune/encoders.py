@@ -7,7 +7,8 @@ states of its layers, the token layer first -- BERT's embeddings and blocks,
 ELMo's token layer and LSTM layers (both directions side by side), word2vec's
 one table. BERT keeps its own classifiers (a head on the pooled ``[CLS]``);
 the others classify a text from the mean of their top layer over its tokens,
-and tag a word from its top-layer state, fine-tuning every weight.
+tag a word from its top-layer state and score an answer's start and end
+tokens from it, fine-tuning every weight.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import torch
 from torch import nn
 
 from pipeline.io import read_json
-from pipeline.model.bert import BertForSequenceClassification, BertForTokenClassification, BertModel
+from pipeline.model.bert import (BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
+                                 BertModel)
 from pipeline.model.elmo import ElmoLM
 from pipeline.model.folders import TYPES, load_model, model_type
 from pipeline.model.hf import config_from_hf, load_hf
@@ -98,3 +100,11 @@ def token_classifier(export_dir: Path, num_outputs: int, pretrained: bool) -> nn
         return BertForTokenClassification(config_from_hf(read_json(export_dir / "config.json")), num_outputs)
     return TokenClassifier(_lineage_model(export_dir, pretrained), num_outputs)
 
+
+def span_model(export_dir: Path, pretrained: bool) -> nn.Module:
+    """The network fine-tuned on extractive QA: (B, T, 2) start and end logits per token."""
+    if is_bert(export_dir):
+        if pretrained:
+            return load_hf(export_dir, BertForQuestionAnswering)
+        return BertForQuestionAnswering(config_from_hf(read_json(export_dir / "config.json")))
+    return TokenClassifier(_lineage_model(export_dir, pretrained), 2)

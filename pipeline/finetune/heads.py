@@ -89,16 +89,18 @@ def pooled_states(encoder: Encoder, data: list[dict], batch_size: int = 64) -> t
 
 
 class FrozenBiLSTMTagger(nn.Module):
-    """The paper's feature-based NER: frozen BERT states -> layer mix -> 2-layer BiLSTM -> tags."""
+    """The paper's feature-based NER: frozen BERT states -> layer mix -> 2-layer BiLSTM -> tags (per token
+    scores of any kind: SQuAD's span head is one with a start and an end score and a single, narrower layer)."""
 
-    def __init__(self, encoder: Encoder, feature_set: str, num_labels: int, lstm_hidden: int | None = None):
+    def __init__(self, encoder: Encoder, feature_set: str, num_labels: int, lstm_hidden: int | None = None,
+                 lstm_layers: int = 2):
         super().__init__()
         self.encoder = encoder.eval()
         for p in self.encoder.parameters():
             p.requires_grad_(False)
         self.mix = LayerMix(feature_set, encoder.n_states, encoder.hidden_size)
         hidden = lstm_hidden or encoder.hidden_size
-        self.lstm = nn.LSTM(self.mix.width, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.lstm = nn.LSTM(self.mix.width, hidden, num_layers=lstm_layers, bidirectional=True, batch_first=True)
         self.classifier = nn.Linear(2 * hidden, num_labels)
 
     def train(self, mode: bool = True):

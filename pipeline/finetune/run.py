@@ -1,8 +1,10 @@
 """The finetune stage: one task, every configured mode (``pipeline.finetune.modes``), several seeds.
 
 A task with a label per text runs through ``pipeline.finetune.sentence``, one
-with a label per word (NER) through ``pipeline.finetune.tokens``; both offer the
-same three ways to train (fine-tune, frozen features, the classical baseline).
+with a label per word (NER) through ``pipeline.finetune.tokens``, extractive
+question answering (SQuAD) through ``pipeline.finetune.spans``, which also
+writes each run's answers under ``metrics/predictions``; all offer the same
+three ways to train (fine-tune, frozen features, the classical baseline).
 Each (mode, seed) is one MLflow run tagged with the task, mode, seed and the
 pretrain run it started from, nested under one run of the stage, which is
 nested under that pretrain run: in ``mlflow ui`` a pretraining run unfolds into
@@ -25,6 +27,7 @@ from pipeline.errors import DataError
 from pipeline.finetune import tasks
 from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
 from pipeline.finetune.sentence import SentenceRunner
+from pipeline.finetune.spans import SpanRunner
 from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, summarize
 from pipeline.io import read_json, write_json
@@ -38,8 +41,12 @@ def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)  # before any compute
     export_dir, pretrain_run = start(cfg)
     task = instantiate(cfg.task.data)
-    runner_type = TokenRunner if isinstance(task, tasks.NerTask) else SentenceRunner
-    runner = runner_type(recipe(cfg), task, load_tokenizer(export_dir), export_dir)
+    if isinstance(task, tasks.SquadTask):
+        runner = SpanRunner(recipe(cfg), task, load_tokenizer(export_dir), export_dir,
+                            predictions_dir=Path(cfg.paths.metrics) / "predictions")
+    else:
+        runner_type = TokenRunner if isinstance(task, tasks.NerTask) else SentenceRunner
+        runner = runner_type(recipe(cfg), task, load_tokenizer(export_dir), export_dir)
     # Hashed once: every (mode, seed) run starts from the same export.
     k = cfg.get("pretrain_seed") or 0
     input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
@@ -53,7 +60,7 @@ def run(cfg: DictConfig) -> dict:
         if mode == CLASSICAL:  # deterministic: one run
             scores = runner.classical()
             logger = open_run(cfg, task.name, mode, 0, input_tags)
-            logger.log_metrics({f"val/{k}": v for k, v in scores.items()}, step=0)
+            logger.log_metrics({f"val/{k}": v for k, v in scores.items() if isinstance(v, (int, float))}, step=0)
             logger.finalize("success")
             runs = [{"seed": 0, "pretrain_seed": k, **scores, "mlflow_run_id": logger.run_id}]
         else:
@@ -69,6 +76,8 @@ def run(cfg: DictConfig) -> dict:
     metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
                "train_examples": len(runner.train), "dev_examples": len(runner.dev), "pretrain_run_id": pretrain_run,
                "modes": results, "mode_order": list(results)}
+    if isinstance(task, tasks.SquadTask):  # examples are windows; comparable false: dev split from the train data
+        metrics.update(train_questions=len(task.train), dev_questions=len(task.dev), comparable=task.comparable)
     summary = {f"{mode}/{m}_{stat}": r[f"{m}_{stat}"] for mode, r in results.items() for m in task.metrics
                for stat in ("mean", "std")}
     parent.log_metrics(summary, step=0)

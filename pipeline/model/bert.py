@@ -5,7 +5,8 @@ post-LayerNorm Transformer encoder blocks follows; a masked-LM head (tied to the
 token embeddings) and a next-sentence head sit on top.
 
 Parameter names are *identical* to ``transformers.BertForPreTraining`` /
-``BertForSequenceClassification``, so state dicts move between the two without
+``BertForSequenceClassification`` / ``BertForTokenClassification`` /
+``BertForQuestionAnswering``, so state dicts move between the two without
 renaming (``tests/test_model_parity.py`` proves the outputs agree). Keep them so:
 odd names such as ``LayerNorm`` and ``attention.self`` are that contract, not taste.
 
@@ -427,6 +428,29 @@ class BertForTokenClassification(nn.Module):
         return self.classifier(self.dropout(h))  # (B, T, num_labels)
 
 
+class BertForQuestionAnswering(nn.Module):
+    """Extractive QA (SQuAD): a start and an end score per token from the last hidden states, as in the
+    paper's Figure 1c. Hugging Face's parts and names (``bert`` without a pooler, ``qa_outputs``), no dropout
+    before the head either."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        init_weights(self.qa_outputs, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T)
+        token_type_ids: torch.Tensor | None = None,  # (B, T) 0 = question, 1 = passage
+        attention_mask: torch.Tensor | None = None,  # (B, T)
+    ) -> torch.Tensor:
+        """(B, T, 2): ``[..., 0]`` the start logits, ``[..., 1]`` the end logits (Hugging Face splits them so)."""
+        h = self.bert(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, H)
+        return self.qa_outputs(h)  # (B, T, 2)
+
+
 def num_parameters(model: nn.Module) -> int:
     """Trainable parameters, the tied embedding counted once (BERT-Base: about 110M)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -435,6 +459,6 @@ def num_parameters(model: nn.Module) -> int:
 __all__ = [
     "ACTIVATIONS", "BertConfig", "EncoderOutput", "PreTrainingOutput", "BertEmbeddings", "BertSelfAttention",
     "BertLayer", "BertEncoder", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
-    "BertForTokenClassification",
+    "BertForTokenClassification", "BertForQuestionAnswering",
     "pretraining_loss", "init_weights", "sdpa_mask", "num_parameters",
 ]

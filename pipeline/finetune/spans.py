@@ -1,0 +1,295 @@
+"""Extractive question answering (SQuAD): the same modes as the other tasks, with an answer span per question.
+
+* ``pretrained`` / ``scratch`` -- ``BertForQuestionAnswering``: a start and an
+  end score per token from the last hidden states (the paper's Figure 1c);
+* ``frozen_<features>`` -- the frozen encoder's per-token states of the chosen
+  layers feed a one-layer BiLSTM and a linear layer to a start and an end score
+  (``FrozenBiLSTMTagger`` with two outputs; only it trains);
+* ``tfidf`` -- no network: the sliding-window word-overlap baseline
+  (``pipeline.finetune.overlap``).
+
+Inputs follow BERT's run_squad: ``[CLS] question [SEP] passage window [SEP]``,
+the question cut to ``max_query_length`` tokens, a passage longer than the
+rest of ``max_seq_length`` cut into windows ``doc_stride`` tokens apart. A
+training window points at the answer's first and last token, or at ``[CLS]``
+when the answer is not inside it (or there is none, v2.0); the loss is the mean
+of the start and end cross-entropies. On dev every question takes the best span
+over all its windows (``n_best`` start and end candidates per window, passage
+tokens only, a start only where the window gives the token its most context),
+its text cut from the original passage by character offsets, widened to whole
+words (a span never starts or ends inside a word, as run_squad's answers). A question whose
+passage leaves no token (an empty passage, or no room beside the question) is
+skipped and counted; on dev it scores 0. So is a training question whose
+answers cover no token.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning.pytorch as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from pipeline.data.datamodule import pad_collate
+from pipeline.data.tokenizer import CLS, SEP
+from pipeline.finetune.answers import evaluate, write_predictions
+from pipeline.finetune.encoders import frozen_encoder, span_model
+from pipeline.finetune.heads import FrozenBiLSTMTagger
+from pipeline.finetune.modes import CLASSICAL, FROZEN
+from pipeline.finetune.overlap import sliding_window_answers
+from pipeline.finetune.tasks.squad import Question, SpanSettings, SquadTask
+from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+
+log = logging.getLogger(__name__)
+
+MASKED = -1e4  # the logit of a padding position: outside every softmax, finite in half precision too
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where one model input came from: its question, and the passage characters behind each of its tokens."""
+
+    question: int                                   # index into the questions encoded
+    offsets: tuple[tuple[int, int] | None, ...]     # per input position: its word's (start, end) in the passage;
+                                                    # None outside the passage
+    max_context: tuple[bool, ...]                   # per input position: no other window sees more around it
+
+
+@dataclass
+class Encoded:
+    features: list[dict]   # model inputs: input_ids, token_type_ids, start, end, index
+    windows: list[Window]  # features[i] came from windows[i]
+    skipped: int           # questions without a feature
+
+
+def window_starts(n: int, room: int, stride: int) -> list[int]:
+    """First passage token of each window: ``stride`` apart, the last one reaching the passage's end."""
+    starts, s = [0], 0
+    while s + room < n:
+        s += min(room, stride)
+        starts.append(s)
+    return starts
+
+
+def answer_tokens(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[int, int] | None:
+    """(first, last) passage token overlapping the characters [start, end), or None when no token does."""
+    covered = [i for i, (a, b) in enumerate(offsets) if a < end and b > start]
+    return (covered[0], covered[-1]) if covered else None
+
+
+def word_spans(encoding) -> list[tuple[int, int]]:
+    """Per token, the characters of the whole word it is a piece of (the pre-tokenizer's words: whitespace and
+    punctuation split them), so that a predicted span never starts or ends inside a word, as run_squad's
+    answers are whole words."""
+    spans = list(encoding.offsets)
+    ids = encoding.word_ids
+    i = 0
+    while i < len(spans):
+        j = i
+        while j + 1 < len(spans) and ids[j + 1] is not None and ids[j + 1] == ids[i]:
+            j += 1
+        for k in range(i, j + 1):
+            spans[k] = (encoding.offsets[i][0], encoding.offsets[j][1])
+        i = j + 1
+    return spans
+
+
+def max_context(starts: list[int], lengths: list[int], n: int) -> list[np.ndarray]:
+    """Per window, a flag per passage token: this window gives it the most context on its poorer side
+    (ties to the longer window, then the earlier), as run_squad's ``_check_is_max_context`` does."""
+    best = np.full(n, -1.0)
+    owner = np.zeros(n, dtype=np.int64)
+    for w, (s, length) in enumerate(zip(starts, lengths)):
+        t = np.arange(s, s + length)
+        score = np.minimum(t - s, s + length - 1 - t) + 0.01 * length
+        better = score > best[t]
+        best[t[better]] = score[better]
+        owner[t[better]] = w
+    return [owner[s:s + length] == w for w, (s, length) in enumerate(zip(starts, lengths))]
+
+
+def encode_spans(tok, questions: list[Question], max_seq_length: int, span: SpanSettings,
+                 training: bool = False) -> Encoded:
+    """Every question as one or more windows (``Window``) and their model inputs. For ``training`` a question
+    whose gold answers cover no token (only characters the tokenizer drops) is skipped too: it has no target."""
+    tok.no_truncation()
+    tok.no_padding()
+    cls_id, sep_id = tok.token_to_id(CLS), tok.token_to_id(SEP)
+    q_encs = tok.encode_batch([q.question for q in questions], add_special_tokens=False)
+    contexts = list(dict.fromkeys(q.context for q in questions))  # each passage tokenised once
+    c_encs = dict(zip(contexts, tok.encode_batch(contexts, add_special_tokens=False)))
+    c_words = {c: word_spans(e) for c, e in c_encs.items()}
+    features, windows, skipped = [], [], 0
+    for qi, (q, q_enc) in enumerate(zip(questions, q_encs)):
+        q_ids = q_enc.ids[:span.max_query_length]
+        doc = c_encs[q.context]
+        room = max_seq_length - len(q_ids) - 3  # [CLS], [SEP], [SEP]
+        if room < 1 or not doc.ids:
+            skipped += 1
+            continue
+        # The first gold answer that covers a token is the target, as run_squad trains on the first one.
+        targets = (answer_tokens(doc.offsets, start, start + len(text)) for text, start in q.answers)
+        target = next((t for t in targets if t is not None), None)
+        if training and q.answers and target is None:
+            skipped += 1
+            continue
+        n = len(doc.ids)
+        starts = window_starts(n, room, span.doc_stride)
+        lengths = [min(room, n - s) for s in starts]
+        head = len(q_ids) + 2
+        words = c_words[q.context]
+        for s, length, best in zip(starts, lengths, max_context(starts, lengths, n)):
+            first = last = 0  # [CLS]: the answer is not in this window, or there is none
+            if target is not None and s <= target[0] and target[1] < s + length:
+                first, last = target[0] - s + head, target[1] - s + head
+            features.append({"input_ids": [cls_id, *q_ids, sep_id, *doc.ids[s:s + length], sep_id],
+                             "token_type_ids": [0] * head + [1] * (length + 1),
+                             "start": first, "end": last, "index": len(features)})
+            windows.append(Window(qi, (None,) * head + tuple(words[s:s + length]) + (None,),
+                                  (False,) * head + tuple(best.tolist()) + (False,)))
+    return Encoded(features, windows, skipped)
+
+
+def best_answers(questions: list[Question], windows: list[Window], logits: dict[int, np.ndarray],
+                 span: SpanSettings) -> tuple[dict[str, str], dict[str, float]]:
+    """(each question's best span text, its null odds): the best ``start + end`` score over all windows of the
+    question, and the no-answer score (``[CLS]`` start + end, the lowest over its windows) minus it."""
+    by_question: dict[int, list[int]] = defaultdict(list)
+    for i in logits:
+        by_question[windows[i].question].append(i)
+    texts, odds = {}, {}
+    for qi, feats in by_question.items():
+        q = questions[qi]
+        best_score, best_text, null = -np.inf, "", np.inf
+        for i in feats:
+            w, lg = windows[i], logits[i]  # lg (T, 2)
+            start, end = lg[:, 0], lg[:, 1]
+            null = min(null, float(start[0] + end[0]))
+            passage = np.array([o is not None for o in w.offsets])
+            starts = np.flatnonzero(passage & np.array(w.max_context))
+            ends = np.flatnonzero(passage)
+            starts = starts[np.argsort(-start[starts], kind="stable")[:span.n_best]]
+            ends = ends[np.argsort(-end[ends], kind="stable")[:span.n_best]]
+            if not len(starts):
+                continue
+            score = start[starts][:, None] + end[ends][None, :]           # (n_best, n_best)
+            length = ends[None, :] - starts[:, None] + 1
+            score = np.where((length >= 1) & (length <= span.max_answer_length), score, -np.inf)
+            s, e = np.unravel_index(int(np.argmax(score)), score.shape)
+            if score[s, e] > best_score:
+                best_score = float(score[s, e])
+                best_text = q.context[w.offsets[starts[s]][0]:w.offsets[ends[e]][1]]
+        texts[q.id] = best_text
+        odds[q.id] = null - best_score if np.isfinite(best_score) else 0.0
+    return texts, odds
+
+
+class SpanObjective:
+    """Mean of the start and end cross-entropies per window; SQuAD's scores of the best span per dev question."""
+
+    headline = "f1"
+
+    def __init__(self, task: SquadTask, windows: list[Window]):
+        self.task, self.windows = task, windows
+        self._logits: dict[int, np.ndarray] = {}
+        self.answers: dict[str, str] = {}              # the last dev pass: final answers, null odds, scores
+        self.null_odds: dict[str, float] | None = None
+        self.metrics: dict[str, float] = {}
+
+    def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:  # outputs (B, T, 2)
+        logits = outputs.float().masked_fill(batch["attention_mask"][..., None] == 0, MASKED)
+        return (F.cross_entropy(logits[..., 0], batch["start"]) + F.cross_entropy(logits[..., 1], batch["end"])) / 2
+
+    def batch_size(self, batch: dict) -> int:
+        return len(batch["start"])
+
+    def collect(self, outputs: torch.Tensor, batch: dict) -> None:
+        out = outputs.detach().float().cpu().numpy()  # (B, T, 2)
+        lengths = batch["attention_mask"].sum(1).tolist()
+        for row, i in enumerate(batch["index"].tolist()):
+            self._logits[i] = out[row, :lengths[row]]
+
+    def scores(self) -> dict[str, float]:
+        if not self._logits:
+            return {}
+        texts, odds = best_answers(self.task.dev, self.windows, self._logits, self.task.span)
+        self._logits = {}
+        self.null_odds = odds if self.task.with_no_answer else None
+        metrics, self.answers = evaluate(self.task.dev, texts, self.null_odds)
+        self.metrics = {k: float(v) for k, v in metrics.items()}
+        return self.metrics
+
+
+class SpanRunner:
+    """The runs of one SQuAD task from one export: the encoded windows, and each mode's training.
+
+    With ``predictions_dir`` each run writes ``<mode>-s<seed>/predictions.json`` (and for v2.0
+    ``null_odds.json``) there, the files the official evaluation scripts read.
+    """
+
+    def __init__(self, recipe: Recipe, task: SquadTask, tok, export_dir: Path, predictions_dir: Path | None = None):
+        self.recipe, self.task, self.export_dir, self.predictions_dir = recipe, task, export_dir, predictions_dir
+        train = encode_spans(tok, task.train, recipe.max_seq_length, task.span, training=True)
+        dev = encode_spans(tok, task.dev, recipe.max_seq_length, task.span)
+        self.train, self.dev, self.windows = train.features, dev.features, dev.windows
+        self.skipped = {"skipped_train_questions": train.skipped, "skipped_dev_questions": dev.skipped}
+        if train.skipped or dev.skipped:
+            log.warning("task %s: %d train and %d dev questions skipped: their passage left no token beside the "
+                        "question (max_seq_length=%d), or a train answer covers no token", task.name, train.skipped,
+                        dev.skipped, recipe.max_seq_length)
+        log.info("task %s (SQuAD %s%s): %d train, %d dev questions in %d and %d windows", task.name, task.version,
+                 "" if task.comparable else ", dev split from the train data", len(task.train), len(task.dev),
+                 len(self.train), len(self.dev))
+
+    def fine_tune(self, mode: str, seed: int, logger) -> dict:
+        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
+        L.seed_everything(seed, workers=True, verbose=False)
+        torch.manual_seed(seed)
+        model = span_model(self.export_dir, pretrained=mode == "pretrained").train()
+        return self._fit(model, mode, seed, logger, self.recipe.lr, self.recipe.epochs)
+
+    def frozen(self, feature_set: str, seed: int, logger) -> dict:
+        """A BiLSTM span scorer on the frozen encoder's states, with one seed."""
+        L.seed_everything(seed, workers=True, verbose=False)
+        torch.manual_seed(seed)
+        encoder = frozen_encoder(self.export_dir)
+        # One BiLSTM layer, each direction half the encoder's width: the span head stays small beside the encoder.
+        model = FrozenBiLSTMTagger(encoder, feature_set, 2, lstm_hidden=max(1, encoder.hidden_size // 2),
+                                   lstm_layers=1).train()
+        result = self._fit(model, f"{FROZEN}{feature_set}", seed, logger, self.recipe.feature_lr,
+                           self.recipe.feature_epochs)
+        if feature_set == "weighted":
+            result["layer_weights"] = model.mix.weights()
+        return result
+
+    def _fit(self, model, mode: str, seed: int, logger, lr: float, epochs: int) -> dict:
+        r = self.recipe
+        g = torch.Generator().manual_seed(seed)
+        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
+        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=pad_collate)
+        objective = SpanObjective(self.task, self.windows)
+        module = Finetuning(model, objective, r.optim(lr), epochs * len(train), r.fused_optimizer)
+        scores = fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
+        self._export(mode, seed, objective.answers, objective.null_odds)
+        return {"seed": seed, **scores, **self._extras(objective.metrics)}
+
+    def classical(self) -> dict:
+        """The sliding-window word-overlap baseline (no network, no pretraining)."""
+        texts, odds, method = sliding_window_answers(self.task.train, self.task.dev, self.task.span.max_answer_length)
+        metrics, answers = evaluate(self.task.dev, texts, odds if self.task.with_no_answer else None)
+        self._export(CLASSICAL, 0, answers, odds if self.task.with_no_answer else None)
+        return {**{m: metrics[m] for m in self.task.metrics}, **self._extras(metrics), **method}
+
+    def _extras(self, metrics: dict) -> dict:
+        """What a run reports beside the task's metrics: the v2.0 threshold, the questions skipped."""
+        extra = {"null_threshold": metrics["null_threshold"]} if "null_threshold" in metrics else {}
+        return {**extra, **self.skipped}
+
+    def _export(self, mode: str, seed: int, answers: dict[str, str], null_odds: dict[str, float] | None) -> None:
+        if self.predictions_dir is not None:
+            write_predictions(Path(self.predictions_dir) / f"{mode}-s{seed}", answers, null_odds)
