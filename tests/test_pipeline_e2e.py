@@ -231,7 +231,13 @@ def test_mlflow_ui_lists_the_grid_with_its_downstream_scores(project, tmp_path):
         assert "/runs" in driver.current_url  # the training-runs view, not the GenAI overview
         driver.get(f"{uri}/#/experiments/{exp}/runs?workflowType=machine_learning&orderByAsc=false"
                    "&searchFilter=tags.stage%20%3D%20%27pretrain%27")
-        time.sleep(5)
+        driver.refresh()  # a change of the URL's fragment alone keeps the page's state: load it afresh
+        deadline = time.time() + 120
+        while "tags.stage = 'pretrain'" not in driver.execute_script(
+                "return Array.from(document.querySelectorAll('input')).map(i => i.value).join(' ')"):
+            assert time.time() < deadline, driver.execute_script("return document.body.innerText")[:2000]
+            time.sleep(1)
+        time.sleep(3)
         next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.startswith("Sort")).click()
         time.sleep(2)
         driver.find_element(By.CSS_SELECTOR, f"[data-testid='sort-select-{metric}']").click()
