@@ -162,6 +162,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"task.max_seq_length={cfg.task.max_seq_length} is not allowed: expected at most "
                 f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
+    if cfg.get("suite"):
+        check_suite(cfg)
     if "report" in cfg:
         check_confidence(cfg.report.get("confidence"))
     if "runtime" in cfg:
@@ -172,6 +174,32 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")
+
+
+def check_suite(cfg: DictConfig) -> None:
+    """A suite's tasks, the modes it asks for, and the report columns it names."""
+    suite = cfg.suite
+    tasks = list(suite.get("tasks") or {})
+    if not tasks:
+        raise ConfigError(f"suite.tasks of suite {suite.get('name')!r} is empty: expected at least one task "
+                          "(e.g. /task@suite.tasks.mrpc: mrpc in its defaults)")
+    for task in tasks:
+        length = suite.tasks[task].get("max_seq_length")
+        if "model" in cfg and length is not None and length > cfg.model.max_position_embeddings:
+            raise ConfigError(f"suite.tasks.{task}.max_seq_length={length} is not allowed: expected at most "
+                              f"model.max_position_embeddings={cfg.model.max_position_embeddings} (the position table)")
+    for task, modes in (suite.get("modes") or {}).items():
+        if task not in tasks:
+            raise ConfigError(f"suite.modes.{task}: not a task of the suite: expected one of {', '.join(tasks)}")
+        _check(cfg, f"suite.modes.{task}", lambda v: len(v) > 0 and set(v) <= set(MODES),
+               f"a non-empty list of: {', '.join(MODES)}")
+    for i, col in enumerate(suite.get("columns") or []):
+        if col.get("task") not in tasks:
+            raise ConfigError(f"suite.columns[{i}].task={col.get('task')!r} is not allowed: expected one of the "
+                              f"suite's tasks ({', '.join(tasks)})")
+        if col.get("mode") is not None and col.mode not in MODES:
+            raise ConfigError(f"suite.columns[{i}].mode={col.mode!r} is not allowed: expected one of "
+                              f"{', '.join(MODES)}")
 
 
 def check_confidence(confidence: Any, key: str = "report.confidence") -> None:

@@ -111,6 +111,38 @@ def grid_runs(cfg: DictConfig) -> dict[str, dict]:
     return runs
 
 
+def suite_modes(cfg: DictConfig, task: str, modes: list[str]) -> list[str]:
+    """The modes a run fine-tunes suite task ``task`` in: the suite's list for it (``suite.modes.<task>``) where
+    it has one, else the run's own; modes without pretraining behind them only where the run has them too."""
+    chosen = (cfg.get("suite") or {}).get("modes", {}).get(task)
+    if chosen is None:
+        return list(modes)
+    free = [m for m in chosen if m in SEED_FREE]
+    return [m for m in chosen if m not in free or m in modes]
+
+
+def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
+    """Every finetune stage of the grid: one per run without a suite (keyed by the run's name, writing
+    ``<run metrics>/finetune.json``), one per (run, task of the suite) with one (``<run>-<task>``, writing
+    ``<run metrics>/tasks/<task>/``, its metrics and any predictions)."""
+    suite = cfg.get("suite")
+    out = {}
+    for name, run in grid_runs(cfg).items():
+        common = {"variant": run["variant"], "pretrain_seed": run["pretrain_seed"], "run": name,
+                  "pretrain": run["pretrain"], "set": run["set"]}
+        args = f"variant={run['variant']} pretrain_seed={run['pretrain_seed']}"  # the stage's overrides
+        if not suite:
+            out[name] = {**common, "args": args, "task": None, "task_key": "task", "modes": run["modes"],
+                         "metrics": run["metrics"], "out": f"{run['metrics']}/finetune.json"}
+            continue
+        for task in suite.tasks:
+            folder = f"{run['metrics']}/tasks/{task}"
+            out[f"{name}-{task}"] = {**common, "args": f"{args} suite_task={task}", "task": task, "task_key": f"suite.tasks.{task}",
+                                     "modes": suite_modes(cfg, task, run["modes"]), "metrics": folder,
+                                     "out": folder}
+    return out
+
+
 def grid_examples(cfg: DictConfig) -> dict[str, dict]:
     """Every example set make_pairs writes for the grid: the baseline's, and one per variant with pairs.* settings."""
     out = {}
@@ -135,6 +167,8 @@ def register_resolvers() -> None:
     through hydra_plugins/)."""
     OmegaConf.register_new_resolver("lab.conf_hash", lambda: conf_hash(), replace=True)
     OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
+                                  replace=True)
+    OmegaConf.register_new_resolver("lab.finetunes", lambda *, _root_: OmegaConf.create(finetune_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),
                                   replace=True)
@@ -191,8 +225,36 @@ def _group_preset(conf_dir: Path, group: str, choice: str, name: str) -> DictCon
 
 
 def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
-    """``cfg`` with its run's settings and output paths applied: ``variant``'s settings, and the folders of
-    its ``pretrain_seed`` (unchanged for the baseline's first run)."""
+    """``cfg`` with its run's settings and output paths applied: ``variant``'s settings, the folders of
+    its ``pretrain_seed`` (unchanged for the baseline's first run), and with ``suite_task`` set (the finetune
+    stage of a suite) that task of the suite, its modes and its folder (``finetune_runs``)."""
+    task = cfg.get("suite_task")
+    if task is None:
+        return _apply_run(cfg, stage)
+    if stage != "finetune":
+        raise ConfigError(f"suite_task={task}: only the finetune stage runs a suite's tasks; run the {stage} stage "
+                          "without suite_task=")
+    return apply_suite_task(_apply_run(cfg, stage), task)
+
+
+def apply_suite_task(cfg: DictConfig, task: str) -> DictConfig:
+    """``cfg`` fine-tuning on task ``task`` of ``cfg.suite`` (in its modes), writing under ``<metrics>/tasks/<task>``."""
+    suite = cfg.get("suite")
+    if not suite:
+        raise ConfigError(f"suite_task={task}: no suite is chosen: expected suite=<name> too (conf/suite: "
+                          f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'suite').glob('*.yaml')))})")
+    if task not in suite.tasks:
+        raise ConfigError(f"suite_task={task!r} is not a task of suite {suite.name}: expected one of "
+                          f"{', '.join(suite.tasks)}")
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.task = copy.deepcopy(suite.tasks[task])
+        out.finetune.modes = suite_modes(cfg, task, list(cfg.finetune.modes))
+        out.paths.metrics = f"{cfg.paths.metrics}/tasks/{task}"
+    return out
+
+
+def _apply_run(cfg: DictConfig, stage: str) -> DictConfig:
     variant, k = cfg.get("variant") or BASELINE, cfg.get("pretrain_seed") or 0
     if variant == BASELINE and not k:
         return cfg

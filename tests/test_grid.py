@@ -153,3 +153,72 @@ def test_a_grid_naming_an_unknown_variant_or_family_is_a_clear_error():
         compose(["grid.pretrain=[layers_5]"])
     with pytest.raises(ConfigError, match=r"grid.families: \['nope'\] not defined"):
         load_families(["nope"])
+
+
+SUITES = sorted(p.stem for p in (ROOT / "conf" / "suite").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_a_suite_gives_each_run_one_finetune_stage_per_task(suite):
+    """`finetunes` (what dvc.yaml's finetune stages iterate over): (run, task) pairs whose settings, modes and
+    folders are what the stage composes by hand with the same overrides."""
+    cfg = compose(["grid=ci", f"suite={suite}"])
+    validate(cfg)
+    tasks = list(cfg.suite.tasks)
+    assert list(cfg.finetunes) == [f"{run}-{t}" for run in cfg.runs for t in tasks]
+    families = load_families(list(cfg.grid.families))
+    columns = {c.paper for c in cfg.suite.columns}
+    # the paper's column each suite column sits beside exists in some family the suite is meant for
+    assert columns <= {c for f in load_families(TABLES).values() for b in f.get("paper") or [] for c in b["columns"]}
+    assert families
+    for key, ft in cfg.finetunes.items():
+        run = cfg.runs[ft.run]
+        hand = apply_variant(OmegaConf.merge(cfg, {"variant": ft.variant, "pretrain_seed": ft.pretrain_seed,
+                                                   "suite_task": ft.task}), "finetune")
+        validate(hand)
+        assert hand.paths.metrics == ft.metrics == ft.out == f"{run.metrics}/tasks/{ft.task}", key
+        assert hand.paths.pretrain == run.pretrain and hand.task == cfg.suite.tasks[ft.task]
+        assert list(hand.finetune.modes) == list(ft.modes)
+        own = cfg.suite.modes.get(ft.task)
+        expected = list(run.modes) if own is None else [m for m in own if m not in SEED_FREE or m in run.modes]
+        assert list(ft.modes) == expected, key
+        assert ft.args == f"variant={ft.variant} pretrain_seed={ft.pretrain_seed} suite_task={ft.task}"
+
+
+def test_without_a_suite_each_run_has_one_finetune_stage_where_it_always_was():
+    cfg = compose(["grid=ci"])
+    assert list(cfg.finetunes) == list(cfg.runs)
+    for name, ft in cfg.finetunes.items():
+        assert ft.out == f"{cfg.runs[name].metrics}/finetune.json" and ft.task is None and ft.task_key == "task"
+        assert ft.args == f"variant={ft.variant} pretrain_seed={ft.pretrain_seed}"
+
+
+def test_the_glue_folder_of_a_suite_is_one_setting():
+    cfg = compose(["suite=table5", "suite.glue_dir=/data/glue"])
+    assert {t: cfg.suite.tasks[t].data.data_dir for t in ("mnli_m", "qnli", "mrpc", "sst2")} == \
+        dict.fromkeys(("mnli_m", "qnli", "mrpc", "sst2"), "/data/glue")
+    assert cfg.suite.tasks.squad.data.name == "SQuAD-v1.1"  # the task file's relative ${..name}, inside a suite
+
+
+@pytest.mark.parametrize("overrides, stage, fragment", [
+    (["suite_task=mrpc"], "finetune", "suite_task=mrpc: no suite is chosen: expected suite=<name> too"),
+    (["suite=table6", "suite_task=squad"], "finetune",
+     "suite_task='squad' is not a task of suite table6: expected one of mnli_m, mrpc, sst2"),
+    (["suite=table6", "suite_task=mrpc"], "pretrain", "only the finetune stage runs a suite's tasks"),
+])
+def test_bad_suite_task_is_a_clear_error(overrides, stage, fragment):
+    with pytest.raises(ConfigError) as e:
+        apply_variant(compose(overrides), stage)
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("suite.columns.0.task=qqp", "suite.columns[0].task='qqp' is not allowed: expected one of the suite's tasks"),
+    ("+suite.columns.1.mode=frozen_everything", "suite.columns[1].mode='frozen_everything' is not allowed"),
+    ("+suite.modes.mrpc=[]", "suite.modes.mrpc=[] is not allowed: expected a non-empty list of"),
+    ("suite.tasks.sst2.max_seq_length=4096", "suite.tasks.sst2.max_seq_length=4096 is not allowed"),
+])
+def test_bad_suite_settings_are_clear_errors(override, fragment):
+    with pytest.raises(ConfigError) as e:
+        validate(compose(["suite=table6", override]))
+    assert fragment in str(e.value)

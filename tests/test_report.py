@@ -88,8 +88,8 @@ def test_families_rows_and_tested_comparisons(report):
     assert c["verdict"] == "worse" and c["diff"] == pytest.approx(-0.055) and c["high"] < 0 < c["p"] < 0.05
     assert c["borderline"] and c["df"] == 2  # two rows of two runs: two degrees of freedom; p between 0.01 and 0.1
     assert c["n_pretrain"] == [2, 2] and c["n_finetune"] == [6, 6] and "pooled" in c["test"]
-    assert ltr["paper"] == {"MNLI-m dev accuracy": 82.1, "QNLI dev accuracy": 84.3, "MRPC dev F1": 77.5,
-                            "SQuAD 1.1 dev F1": 77.8}
+    assert ltr["paper"] == {"MNLI-m dev accuracy": 82.1, "QNLI dev accuracy": 84.3, "MRPC dev accuracy": 77.5,
+                            "SST-2 dev accuracy": 92.1, "SQuAD 1.1 dev F1": 77.8}
     assert ltr["pretrain"]["lm"] == "ltr" and ltr["pretrain"]["val_lm_acc"] == 0.25 and ltr["pretrain"]["runs"] == 2
     nsp = {r["name"]: r for r in fams["nsp"]["rows"]}
     assert nsp["nsp_off_full_sentences"]["vs"]["verdict"] == "inconclusive"
@@ -133,6 +133,63 @@ def test_a_comparison_with_one_pretraining_run_per_side_is_never_a_verdict(tmp_p
                            ["pretrained", "frozen_weighted"])
     verdicts = [r["vs"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs")]
     assert verdicts and set(verdicts) == {"inconclusive (one run each)"}
+
+
+def _suite_finetune(task: str, metrics: list[str], scores: dict[str, list[float]], pretrain_seed: int) -> dict:
+    modes = {}
+    for mode, values in scores.items():
+        runs = [{"seed": s, "pretrain_seed": pretrain_seed, **{m: v - 0.01 * i for i, m in enumerate(metrics)},
+                 "mlflow_run_id": _run_id()} for s, v in enumerate(values)]
+        modes[mode] = {**summarize(runs, metrics), "seconds": 1.0}
+    return {"task": task, "metric": metrics[0], "metrics": metrics, "train_examples": 100, "dev_examples": 50,
+            "pretrain_run_id": "x", "modes": modes, "mode_order": list(modes)}
+
+
+def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
+    """suite=table6 (MNLI-m, MRPC, SST-2): every family row gets one cell per task, tested in that task alone."""
+    m = tmp_path / "metrics"
+    cfg = compose([*CI, "suite=table6", "grid.families=[nsp,objective]", f"paths.metrics={m}",
+                   f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'plots'}",
+                   f"paths.variants.plots={tmp_path / 'plots' / 'variants'}", f"paths.reports={tmp_path / 'reports'}",
+                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+    assert sorted(cfg.finetunes) == sorted(f"{r}-{t}" for r in cfg.runs for t in ("mnli_m", "mrpc", "sst2"))
+    assert cfg.finetunes["ltr-s1-mrpc"].out == f"{m}/variants/ltr-s1/tasks/mrpc"
+    write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
+    # LTR is clearly worse on MRPC only; level on SST-2 (the same numbers as the baseline); MNLI-m in between
+    shift = {"mnli_m": -0.01, "mrpc": -0.10, "sst2": 0.0}
+    names = {"mnli_m": ("MNLI-m", ["accuracy"]), "mrpc": ("MRPC", ["f1", "accuracy"]), "sst2": ("SST-2", ["accuracy"])}
+    for name, run in cfg.runs.items():
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, "ltr" if run.variant == "ltr" else "mlm", 0.2))
+        base = SCORES["baseline" if not run.pretrain_seed else "baseline-s1"]
+        for task, (label, metrics) in names.items():
+            d = shift[task] if run.variant == "ltr" else 0.0
+            scores = {k: [v + d for v in vs] for k, vs in base.items() if k in cfg.finetunes[f"{name}-{task}"].modes}
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json", _suite_finetune(label, metrics, scores,
+                                                                                  run.pretrain_seed))
+    res = build_report(cfg)
+    suite = res["suite"]
+    assert [c["label"] for c in suite["columns"]] == ["MNLI-m accuracy", "MRPC accuracy", "SST-2 accuracy"]
+    assert [c["paper"] for c in suite["columns"]] == ["MNLI-m dev accuracy", "MRPC dev accuracy",
+                                                      "SST-2 dev accuracy"]
+    objective = {r["name"]: r for r in next(f for f in suite["families"] if f["name"] == "objective")["rows"]}
+    ltr = objective["ltr"]["cells"]
+    assert [c["vs"]["verdict"] for c in ltr] == ["inconclusive", "worse", "inconclusive"]
+    # MRPC's column reads its accuracy (0.01 below its f1 in these files), not the task's headline f1
+    assert ltr[1]["mean"] == pytest.approx(0.61 - 0.10 - 0.01) and ltr[1]["vs"]["diff"] == pytest.approx(-0.10)
+    assert ltr[2]["vs"]["diff"] == pytest.approx(0.0)
+    assert [c["paper"] for c in ltr] == [82.1, 77.5, 92.1]
+    assert [c["paper"] for c in objective["baseline"]["cells"]] == [84.4, 86.7, 92.7]
+    assert objective["baseline"]["cells"][0]["vs"] is None and not objective["nsp_off"]["ran"]
+    assert res["summary"]["ltr"]["mrpc/primary_accuracy"] == pytest.approx(ltr[1]["mean"])
+    assert res["table"]["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
+    text = "\n".join(res["findings"])
+    assert ("Pretraining objective, across suite table6: LTR, no NSP against MLM + NSP: MNLI-m accuracy −1.0 "
+            "(inconclusive), paper −2.3; MRPC accuracy −10.0 (worse), paper −9.2; SST-2 accuracy +0.0 "
+            "(inconclusive), paper −0.6.") in text
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert "| setting | MNLI-m accuracy | paper: MNLI-m dev accuracy | MRPC accuracy |" in md
+    assert "Suite table6:" in md and "figures/objective_suite.png" in md
+    assert res["task"] == "MNLI-m"  # the detailed tables are the first column's task
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):

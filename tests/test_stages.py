@@ -95,6 +95,21 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3 opens on the runs
 
 
+def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
+    """finetune@<run>-sst2 of suite=table6: SST-2 from the suite's GLUE folder, written under metrics/tasks/sst2."""
+    glue_dir = shared_data("glue")
+    tiny_export(tmp_path)
+    r = run_stage("finetune", "suite=table6", "suite_task=sst2", f"suite.glue_dir={glue_dir}",
+                  "suite.tasks.sst2.data.train_size=64", "suite.tasks.sst2.data.dev_size=32", "finetune.epochs=1",
+                  "finetune.seeds=[0]", "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
+                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (tmp_path / "metrics" / "finetune.json").exists()
+    result = json.loads((tmp_path / "metrics" / "tasks" / "sst2" / "finetune.json").read_text())
+    assert result["task"] == "SST-2" and result["train_examples"] == 64 and result["dev_examples"] == 32
+    assert list(result["modes"]) == ["pretrained", "tfidf"]
+
+
 def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
     """A folder as published BERTs ship: weights, config.json, vocab.txt and no tokenizer.json."""
     import shutil

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
 from pipeline.io import atomic_dir, atomic_file, write_json  # noqa: E402
-from pipeline.report.results import BASELINE, fmt  # noqa: E402
+from pipeline.report.results import BASELINE, fmt, percent  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
 
@@ -112,26 +112,91 @@ def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
     for j, mode in enumerate(series):
         stats = [r["primary"] if fam["kind"] == "mode" else r["scores"].get(mode) for r in rows]
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
-        means = [100 * s["mean"] if s and metric in ("accuracy", "f1") else (s["mean"] if s else 0) for s in stats]
-        scale = 100 if metric in ("accuracy", "f1") else 1
+        means = [100 * s["mean"] if s and percent(metric) else (s["mean"] if s else 0) for s in stats]
+        scale = 100 if percent(metric) else 1
         errors = [[scale * (s["mean"] - s["low"]) if s and s["low"] is not None else 0 for s in stats],
                   [scale * (s["high"] - s["mean"]) if s and s["low"] is not None else 0 for s in stats]]
         values += means + [m + e for m, e in zip(means, errors[1])]
         ax.bar(xs, means, width * 0.95, yerr=errors, capsize=4, color=COLORS[j % len(COLORS)],
                label=None if fam["kind"] == "mode" else mode_label(mode))
     if fam["classical"]:
-        c = fam["classical"]["mean"] * (100 if metric in ("accuracy", "f1") else 1)
+        c = fam["classical"]["mean"] * (100 if percent(metric) else 1)
         ax.axhline(c, ls="--", color="#555", lw=1, label=f"TF-IDF baseline ({c:.1f})")
         values.append(c)
     lo = min(values) if values else 0
     ax.set_ylim(max(0, lo - 0.15 * (max(values) - lo + 1) - 2), max(values) + 2 if values else 1)
     ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
-    unit = "%" if metric in ("accuracy", "f1") else ""
+    unit = "%" if percent(metric) else ""
     ax.set(ylabel=f"{task} dev {metric} {unit}".strip(), title=fam["title"])
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def suite_cell(metric: str, cell: dict) -> str:
+    """A suite table's cell: the row's score and interval, and its tested difference to the reference row."""
+    if not cell["ran"]:
+        return "—"
+    interval = f" [{fmt(metric, cell['low'])}, {fmt(metric, cell['high'])}]" if cell["low"] is not None else ""
+    c = cell["vs"]
+    if c is None:
+        return f"{fmt(metric, cell['mean'])}{interval}"
+    p = f", p = {c['p']:.3f}" if c.get("p") is not None else ""
+    return f"{fmt(metric, cell['mean'])}{interval}; {'+' if c['diff'] >= 0 else '−'}{fmt(metric, abs(c['diff']))}" \
+           f"{p}: {c['verdict']}"
+
+
+def suite_figure(fam: dict, columns: list[dict], title: str):
+    """Each row's score in each column of the suite, with its interval: the paper's table drawn at our scale."""
+    rows = [r for r in fam["rows"] if r["ran"]]
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(columns) * max(1, len(rows)) ** 0.5), 3.8))
+    width = 0.8 / max(1, len(rows))
+    for j, r in enumerate(rows):
+        xs, means, errs = [], [], [[], []]
+        for i, (col, cell) in enumerate(zip(columns, r["cells"])):
+            if not cell["ran"]:
+                continue
+            scale = 100 if percent(col["metric"]) else 1
+            xs.append(i + (j - (len(rows) - 1) / 2) * width)
+            means.append(scale * cell["mean"])
+            errs[0].append(scale * (cell["mean"] - cell["low"]) if cell["low"] is not None else 0)
+            errs[1].append(scale * (cell["high"] - cell["mean"]) if cell["low"] is not None else 0)
+        ax.bar(xs, means, width * 0.95, yerr=errs, capsize=3, color=COLORS[j % len(COLORS)], label=r["label"])
+    ax.set_xticks(range(len(columns)), [c["label"] for c in columns], rotation=15, ha="right", fontsize=8)
+    ax.set(ylabel="dev score (% for accuracy, F1, EM)", title=f"{title}: every task of the suite")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def suite_table(doc: "Doc", fam: dict, res: dict) -> None:
+    """A family's rows across the suite's columns, ours beside the paper's (the paper's own table, at our scale)."""
+    suite = res["suite"]
+    spec = next(f for f in suite["families"] if f["name"] == fam["name"])
+    cols = suite["columns"]
+    header = ["setting"]
+    for col in cols:
+        header += [col["label"], *([f"paper: {col['paper']}"] if col["paper"] else [])]
+    rows = []
+    for r in spec["rows"]:
+        line = [r["label"]]
+        for col, cell in zip(cols, r["cells"]):
+            line += [suite_cell(col["metric"], cell) if r["ran"] else "not in this grid",
+                     *([str(cell["paper"]) if cell["paper"] is not None else ""] if col["paper"] else [])]
+        rows.append(line)
+    confidence = round(100 * res["method"]["confidence"])
+    data = "; ".join(f"{c['task_name']} {c['train_examples']} train / {c['dev_examples']} dev"
+                     + ("" if c["comparable"] else " (dev split from the training data: not comparable to the "
+                        "official dev set)") for c in {c["task"]: c for c in cols}.values())
+    doc.table(header, rows, caption=f"Suite {suite['name']}: each row's dev score in each task (% for accuracy, F1, "
+                                    f"exact match) [{confidence}% interval]; its difference to {spec['reference_row']} "
+                                    f"in that task by the test named in Method; the paper's number at its scale. "
+                                    f"Examples: {data}")
+    if any(r["ran"] for r in spec["rows"]):
+        doc.figure(f"{fam['name']}_suite.png", suite_figure(spec, cols, fam["title"]),
+                   f"{fam['title']}: every task of suite {suite['name']}")
 
 
 def method_text(res: dict) -> str:
@@ -251,6 +316,9 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
     metric, modes, task = res["metric"], res["variant_modes"], res["task"]
     doc.heading(fam["title"])
     doc.para(fam["question"], cls="question")
+    if res.get("suite"):
+        suite_table(doc, fam, res)
+        doc.para(f"In detail on {task}, the suite's first column:", cls="note")
     paper_cols = list(dict.fromkeys(c for block in fam["paper"] for c in block["columns"]))
     ref = fam["reference_row"]
     if fam["kind"] == "mode":
@@ -321,7 +389,9 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
     doc.para(f"Corpus: {c['train']['documents']:,} train / {c['valid']['documents']:,} valid documents, "
              f"{c['train']['words']:,} / {c['valid']['words']:,} words. Grid {res['grid']!r}: the baseline and "
              f"{len(m['pretraining_runs']) - 1} pretraining variants, {base['steps']} steps each, fine-tuned on "
-             f"{res['task']} ({ft['train_examples']} train / {ft['dev_examples']} dev examples).")
+             + (f"each task of suite {res['suite']['name']} "
+                f"({', '.join(dict.fromkeys(c['task_name'] for c in res['suite']['columns']))})." if res.get("suite")
+                else f"{res['task']} ({ft['train_examples']} train / {ft['dev_examples']} dev examples)."))
     doc.heading("Method")
     doc.para(method_text(res), cls="note")
     doc.heading("Findings")
@@ -344,7 +414,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
               [[mode_label(m), *[f"{fmt(k, r[f'{k}_mean'])} ± {fmt(k, r[f'{k}_std'])}" for k in ft["metrics"]],
                 str(r["n"]), f"{r['seconds']:.0f}"] for m, r in ((m, ft["modes"][m]) for m in ft["mode_order"])],
               caption=f"Every fine-tuning mode of the baseline on {ft['task']} ({metric} in %)"
-              if metric in ("accuracy", "f1") else f"Every fine-tuning mode of the baseline on {ft['task']}")
+              if percent(metric) else f"Every fine-tuning mode of the baseline on {ft['task']}")
 
     doc.heading("Lineage")
     lineage = [list(row) for row in lineage]

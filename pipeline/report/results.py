@@ -22,7 +22,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline.errors import ConfigError, DataError
-from pipeline.finetune.modes import CLASSICAL, SEED_FREE
+from pipeline.finetune.modes import CLASSICAL, SEED_FREE, mode_label
 from pipeline.io import read_json
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
@@ -30,9 +30,14 @@ from pipeline.variants import BASELINE
 FAMILIES = Path(__file__).resolve().parent / "families"  # one table per family: title, question, rows, paper
 
 
+def percent(metric: str) -> bool:
+    """Whether ``metric`` is a share (accuracy, F1, SQuAD's exact match and its HasAns/NoAns parts)."""
+    return metric.split("_")[-1] in ("accuracy", "f1", "exact") or metric in ("precision", "recall")
+
+
 def fmt(metric: str, value: float) -> str:
-    """Accuracy and F1 as percentages, correlations as plain numbers."""
-    return f"{100 * value:.1f}" if metric in ("accuracy", "f1") else f"{value:.3f}"
+    """Accuracy, F1 and exact match as percentages, correlations as plain numbers."""
+    return f"{100 * value:.1f}" if percent(metric) else f"{value:.3f}"
 
 
 def load_families(names: list[str], folder: Path = FAMILIES) -> dict[str, dict]:
@@ -44,12 +49,16 @@ def load_families(names: list[str], folder: Path = FAMILIES) -> dict[str, dict]:
     return {n: yaml.safe_load((folder / f"{n}.yaml").read_text(encoding="utf-8")) for n in names}
 
 
-def load_runs(runs: Mapping[str, Mapping]) -> dict[str, dict]:
+def load_runs(runs: Mapping[str, Mapping], task: str | None = None) -> dict[str, dict]:
     """``{run name: {"variant", "pretrain_seed", "pretrain": metrics, "finetune": metrics}}`` from each run's
-    metrics folder (``runs[name].metrics``)."""
+    metrics folder (``runs[name].metrics``); with ``task``, its fine-tuning on that task of the suite
+    (``<metrics>/tasks/<task>/finetune.json``)."""
+    def finetune_file(run: Mapping) -> Path:
+        return Path(run["metrics"]) / ("finetune.json" if task is None else f"tasks/{task}/finetune.json")
+
     out = {name: {"variant": run.get("variant", name), "pretrain_seed": run.get("pretrain_seed", 0),
-                  "plots": run.get("plots"),
-                  **{k: read_json(Path(run["metrics"]) / f"{k}.json") for k in ("pretrain", "finetune")}}
+                  "plots": run.get("plots"), "pretrain": read_json(Path(run["metrics"]) / "pretrain.json"),
+                  "finetune": read_json(finetune_file(run))}
            for name, run in runs.items()}
     task = {r["finetune"]["task"] for r in out.values()}
     if len(task) > 1:
@@ -287,15 +296,113 @@ def headline(variants: dict[str, list[dict]], metric: str) -> dict[str, dict[str
     return out
 
 
+def column_label(col: Mapping, task_name: str, metric: str) -> str:
+    """A suite column's heading: the task, the metric, and the mode where the column fixes one."""
+    mode = f" ({mode_label(col['mode'])})" if col.get("mode") else ""
+    return f"{task_name} {metric}{mode}"
+
+
+def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[str, dict], modes: list[str],
+                 confidence: float) -> dict:
+    """The grid across a suite's tasks: per family, each row's score in each column (a task, its metric, a mode)
+    with its interval, its test against the family's reference row in that column, and the paper's number.
+
+    Each column is the family's table computed on that task's fine-tuning (``family_result``), so every cell's
+    verdict is the same test as the single-task table's.
+    """
+    columns = list(suite.get("columns") or [{"task": t} for t in suite["tasks"]])
+    per_task = {t: by_variant(load_runs(runs, t)) for t in dict.fromkeys(c["task"] for c in columns)}
+    cols, tables = [], {name: [] for name in families}
+    for col in columns:
+        variants = per_task[col["task"]]
+        ft = variants[BASELINE][0]["finetune"]
+        metric = col.get("metric") or ft["metric"]
+        if metric not in ft["metrics"]:
+            raise ConfigError(f"suite.columns: metric {metric!r} for task {col['task']} is not one the task reports "
+                              f"({', '.join(ft['metrics'])})")
+        col_modes = [col["mode"], *(m for m in modes if m != col["mode"])] if col.get("mode") else list(modes)
+        cols.append({"task": col["task"], "task_name": ft["task"], "metric": metric, "mode": col.get("mode"),
+                     "paper": col.get("paper"), "label": column_label(col, ft["task"], metric),
+                     "train_examples": ft["train_examples"], "dev_examples": ft["dev_examples"],
+                     "comparable": ft.get("comparable", True)})
+        for name, spec in families.items():
+            tables[name].append(family_result(name, spec, variants, metric, col_modes, confidence))
+    fams = []
+    for name, spec in families.items():
+        rows = []
+        for i, row in enumerate(tables[name][0]["rows"]):
+            cells = []
+            for col, fr in zip(cols, tables[name]):
+                r = fr["rows"][i]
+                paper = r["paper"].get(col["paper"]) if col["paper"] else None
+                if not r["ran"] or not r.get("primary"):
+                    cells.append({"ran": False, "paper": paper})
+                    continue
+                p, c = r["primary"], r.get("vs")
+                cells.append({"ran": True, "mean": p["mean"], "low": p["low"], "high": p["high"],
+                              "n_pretrain": p["n_pretrain"], "n_finetune": p["n_finetune"], "vs": c,
+                              "vs_row": r.get("vs_row"), "paper": paper})
+            rows.append({"label": row["label"], "name": row["name"], "ran": row["ran"], "cells": cells})
+        fams.append({"name": name, "title": spec["title"], "reference_row": tables[name][0]["reference_row"],
+                     "rows": rows})
+    return {"name": suite.get("name"), "columns": cols, "families": fams}
+
+
+def suite_findings(suite: dict) -> list[str]:
+    """One sentence per row and family across the suite's columns: the difference to the reference in each,
+    its verdict, and the paper's difference where it has both numbers."""
+    out = []
+    for fam in suite["families"]:
+        ref = next((r for r in fam["rows"] if r["ran"]), None)
+        for r in fam["rows"]:
+            parts = []
+            for col, cell, ref_cell in zip(suite["columns"], r["cells"], ref["cells"] if ref else []):
+                c = cell.get("vs")
+                if not cell["ran"] or c is None:
+                    continue
+                part = f"{col['label']} {_signed(col['metric'], c['diff'])} ({c['verdict']})"
+                if cell["paper"] is not None and ref_cell.get("paper") is not None and cell.get("vs_row") == ref["label"]:
+                    part += f", paper {cell['paper'] - ref_cell['paper']:+.1f}".replace("-", "−")
+                parts.append(part)
+            if parts:
+                out.append(f"{fam['title']}, across suite {suite['name']}: {r['label']} against {r['cells'][0].get('vs_row') or fam['reference_row']}: "
+                           + "; ".join(parts) + ".")
+    return out
+
+
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict],
-                     modes: list[str], confidence: float = 0.95) -> dict:
+                     modes: list[str], confidence: float = 0.95, suite: Mapping | None = None) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
-    was fine-tuned.
+    was fine-tuned. With ``suite`` (the composed ``suite`` settings) the detailed tables are those of the
+    suite's first column's task, and ``suite`` holds every column (``suite_result``).
     """
-    results = load_runs(runs)
+    if suite:
+        first = (suite.get("columns") or [{"task": next(iter(suite["tasks"]))}])[0]["task"]
+        res = _task_results(runs, grid, families, modes, confidence, first)
+        res["suite"] = suite_result(runs, suite, families, modes, confidence)
+        res["findings"] = [*suite_findings(res["suite"]), *res["findings"]]
+        for col in res["suite"]["columns"]:  # each column's mean per row: what `dvc exp show` lists
+            key = f"{col['task']}/{col['mode'] or 'primary'}_{col['metric']}"
+            for fam in res["suite"]["families"]:
+                for r in fam["rows"]:
+                    cell = r["cells"][res["suite"]["columns"].index(col)]
+                    if cell["ran"] and r["name"] in res["summary"]:
+                        res["summary"][r["name"]][key] = cell["mean"]
+                    if cell["ran"]:
+                        entry = res["table"].setdefault(fam["name"], {}).setdefault(r["name"], {})
+                        entry.update({f"{key}_{k}": cell[k] for k in ("mean", "low", "high") if cell[k] is not None})
+                        if cell["vs"] and cell["vs"].get("p") is not None:
+                            entry[f"{key}_vs_p"] = cell["vs"]["p"]
+        return res
+    return _task_results(runs, grid, families, modes, confidence, None)
+
+
+def _task_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
+                  confidence: float, task: str | None) -> dict:
+    results = load_runs(runs, task)
     variants = by_variant(results)
     ft = variants[BASELINE][0]["finetune"]
     metric = ft["metric"]

@@ -20,11 +20,13 @@ from pipeline.tracking import check_tracking, record_grid, redact
 def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)
     runs = OmegaConf.to_container(cfg.runs, resolve=True)
+    suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
     res = ablation_results(runs, cfg.grid.name, load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes),
-                           confidence=cfg.report.confidence)
+                           confidence=cfg.report.confidence, suite=suite)
     base = Path(runs[BASELINE]["metrics"])
+    ft = base / "finetune.json" if not suite else base / "tasks" / res["suite"]["columns"][0]["task"] / "finetune.json"
     write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
-                 ft=read_json(base / "finetune.json"), out=Path(cfg.paths.reports),
+                 ft=read_json(ft), out=Path(cfg.paths.reports),
                  lineage=[["grid", cfg.grid.name], ["code", "the git commit each MLflow run records (tag git_commit)"],
                           ["MLflow tracking", redact(cfg.tracking.uri) if cfg.tracking.get("uri")
                                                 else "the local store (mlflow.db in the project folder) or "
