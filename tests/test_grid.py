@@ -222,3 +222,16 @@ def test_bad_suite_settings_are_clear_errors(override, fragment):
     with pytest.raises(ConfigError) as e:
         validate(compose(["suite=table6", override]))
     assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("table", ["paper_table5", "paper_table6", "paper_table8"])
+def test_a_paper_table_names_its_grid_and_suite_with_the_paper_numbers_for_every_column(table):
+    """experiment=paper_table<N>: the table's variants and its suite; each column has the paper's numbers in a
+    family of the grid, so the report sets ours beside them."""
+    cfg = compose([f"experiment={table}"])
+    validate(cfg)
+    assert cfg.suite.name == table.removeprefix("paper_")
+    paper_columns = {c for f in load_families(list(cfg.grid.families)).values() for b in f.get("paper") or []
+                     for c in b["columns"]}
+    assert {c.paper for c in cfg.suite.columns} <= paper_columns
+    assert len(cfg.finetunes) == len(cfg.runs) * len(cfg.suite.tasks)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, shared_data
 
 pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
@@ -375,3 +375,39 @@ def test_nsp_off_packing_with_static_masking_trains(project):
          dst, env)
     metrics = json.loads((dst / "metrics_packed" / "pretrain.json").read_text())
     assert metrics["val/mlm_acc"] >= 0 and not any("nsp" in k for k in metrics), metrics
+
+
+def test_a_task_suite_runs_one_stage_per_run_and_task_and_reruns_only_what_changed(project):
+    """suite=table5_offline (MRPC, SST-2, SQuAD) on the baseline's two pretraining runs: a finetune stage per
+    (run, task), a report with a tested column per task; changing one task's data reruns only that task's stages
+    and the report. Last in this file: it leaves the suite's settings in the copy's params.yaml."""
+    dst, env = project
+    if not (dst / "dvc.lock").exists():
+        pytest.skip("needs the pipeline run above")
+    glue, squad = shared_data("glue"), shared_data("squad", "v1.1", "dev-v1.1.json")
+    sizes = [f"suite.tasks.{t}.data.{k}={n}" for t in ("mrpc", "sst2") for k, n in (("train_size", 96),
+                                                                                  ("dev_size", 64))]
+    common = ["experiment=tiny", "grid=baseline", "grid.seeds.baseline=2", "suite=table5_offline",
+              f"suite.glue_dir={glue}", f"suite.tasks.squad.data.train={squad}", "suite.tasks.squad.data.train_size=60",
+              "suite.tasks.squad.data.dev_size=30", *sizes]
+    sets = [a for o in common for a in ("-S", o)]
+    out = _run([sys.executable, "-m", "dvc", "exp", "run", *sets], dst, env)
+    ran = _ran(out)
+    finetunes = [f"finetune@baseline{s}-{t}" for s in ("", "-s1") for t in ("mrpc", "sst2", "squad")]
+    assert sorted(s for s in ran if s.startswith("finetune@")) == sorted(finetunes), ran
+    assert not [s for s in ran if s.startswith(("pretrain@", "make_pairs@"))], ran  # the models are reused
+    for s in ("", "-s1"):
+        folder = dst / "metrics" / ("variants/baseline-s1" if s else "") / "tasks"
+        assert json.loads((folder / "squad" / "finetune.json").read_text())["task"] == "SQuAD-v1.1"
+        assert (folder / "squad" / "predictions" / "pretrained-s0" / "predictions.json").exists()
+    res = json.loads((dst / "reports" / "ablations.json").read_text())
+    assert [c["label"] for c in res["suite"]["columns"]] == ["MRPC accuracy", "SST-2 accuracy", "SQuAD-v1.1 f1"]
+    rows = {r["name"]: r for r in res["suite"]["families"][0]["rows"]}  # pretraining: pretrained vs scratch
+    assert all(c["ran"] and c["n_finetune"] for c in rows["pretrained"]["cells"])
+    assert all(c["vs"]["test"] for c in rows["scratch"]["cells"])  # each column tested on its own numbers
+    summary = json.loads((dst / "reports" / "summary.json").read_text())
+    assert {"mrpc/primary_accuracy", "sst2/primary_accuracy", "squad/primary_f1"} <= set(summary["baseline"])
+    again = _ran(_run([sys.executable, "-m", "dvc", "exp", "run", *sets[:-2], "-S", "suite.tasks.sst2.data.dev_size=48"],
+                      dst, env))
+    assert sorted(s for s in again if s != "check_conf") == \
+        sorted(["finetune@baseline-sst2", "finetune@baseline-s1-sst2", "report"]), again

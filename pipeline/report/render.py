@@ -186,8 +186,13 @@ def suite_table(doc: "Doc", fam: dict, res: dict) -> None:
             line += [suite_cell(col["metric"], cell) if r["ran"] else "not in this grid",
                      *([str(cell["paper"]) if cell["paper"] is not None else ""] if col["paper"] else [])]
         rows.append(line)
+    if any(v is not None for v in spec["classical"]):
+        line = ["no pretraining: TF-IDF + logistic regression (SQuAD: word overlap)"]
+        for col, v in zip(cols, spec["classical"]):
+            line += [fmt(col["metric"], v) if v is not None else "—", *([""] if col["paper"] else [])]
+        rows.append(line)
     confidence = round(100 * res["method"]["confidence"])
-    data = "; ".join(f"{c['task_name']} {c['train_examples']} train / {c['dev_examples']} dev"
+    data = "; ".join(f"{c['task_name']} {c['train_examples']} train / {c['dev_examples']} dev {c['unit']}"
                      + ("" if c["comparable"] else " (dev split from the training data: not comparable to the "
                         "official dev set)") for c in {c["task"]: c for c in cols}.values())
     doc.table(header, rows, caption=f"Suite {suite['name']}: each row's dev score in each task (% for accuracy, F1, "

@@ -323,28 +323,35 @@ def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[
         col_modes = [col["mode"], *(m for m in modes if m != col["mode"])] if col.get("mode") else list(modes)
         cols.append({"task": col["task"], "task_name": ft["task"], "metric": metric, "mode": col.get("mode"),
                      "paper": col.get("paper"), "label": column_label(col, ft["task"], metric),
-                     "train_examples": ft["train_examples"], "dev_examples": ft["dev_examples"],
+                     "train_examples": ft.get("train_questions", ft["train_examples"]),
+                     "dev_examples": ft.get("dev_questions", ft["dev_examples"]),
+                     "unit": "questions" if "train_questions" in ft else "examples",
                      "comparable": ft.get("comparable", True)})
         for name, spec in families.items():
             tables[name].append(family_result(name, spec, variants, metric, col_modes, confidence))
     fams = []
     for name, spec in families.items():
         rows = []
-        for i, row in enumerate(tables[name][0]["rows"]):
-            cells = []
-            for col, fr in zip(cols, tables[name]):
-                r = fr["rows"][i]
-                paper = r["paper"].get(col["paper"]) if col["paper"] else None
-                if not r["ran"] or not r.get("primary"):
+        by_label = [{r["label"]: r for r in fr["rows"]} for fr in tables[name]]  # a mode row a task lacks is absent
+        for label in (row["label"] for row in spec["rows"]):
+            present = [rs[label] for rs in by_label if label in rs]
+            if not present:
+                continue
+            row, cells = present[0], []
+            for col, rs in zip(cols, by_label):
+                r = rs.get(label)
+                paper = r["paper"].get(col["paper"]) if r and col["paper"] else None
+                if r is None or not r["ran"] or not r.get("primary"):
                     cells.append({"ran": False, "paper": paper})
                     continue
                 p, c = r["primary"], r.get("vs")
                 cells.append({"ran": True, "mean": p["mean"], "low": p["low"], "high": p["high"],
                               "n_pretrain": p["n_pretrain"], "n_finetune": p["n_finetune"], "vs": c,
                               "vs_row": r.get("vs_row"), "paper": paper})
-            rows.append({"label": row["label"], "name": row["name"], "ran": row["ran"], "cells": cells})
+            rows.append({"label": label, "name": row["name"], "ran": any(r["ran"] for r in present), "cells": cells})
         fams.append({"name": name, "title": spec["title"], "reference_row": tables[name][0]["reference_row"],
-                     "rows": rows})
+                     "rows": rows, "classical": [fr["classical"]["mean"] if fr["classical"] else None
+                                                 for fr in tables[name]]})
     return {"name": suite.get("name"), "columns": cols, "families": fams}
 
 
