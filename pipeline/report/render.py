@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
 from pipeline.io import atomic_dir, atomic_file, write_json  # noqa: E402
-from pipeline.report.results import BASELINE, fmt, percent  # noqa: E402
+from pipeline.report.results import BASELINE, classical_name, fmt, percent  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
 
@@ -121,7 +121,7 @@ def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
                label=None if fam["kind"] == "mode" else mode_label(mode))
     if fam["classical"]:
         c = fam["classical"]["mean"] * (100 if percent(metric) else 1)
-        ax.axhline(c, ls="--", color="#555", lw=1, label=f"TF-IDF baseline ({c:.1f})")
+        ax.axhline(c, ls="--", color="#555", lw=1, label=f"{classical_name(task)} baseline ({c:.1f})")
         values.append(c)
     lo = min(values) if values else 0
     ax.set_ylim(max(0, lo - 0.15 * (max(values) - lo + 1) - 2), max(values) + 2 if values else 1)
@@ -354,7 +354,8 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
             rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], c, lm, ppl,
                          f"{p['train_seconds']:.0f}", size, flops, *paper])
     if fam["classical"]:
-        rows.append(["TF-IDF + logistic regression (no pretraining)", fmt(metric, fam["classical"]["mean"]),
+        rows.append([("TF-IDF + logistic regression" if classical_name(task) == "TF-IDF" else
+                      "sliding-window word overlap") + " (no pretraining)", fmt(metric, fam["classical"]["mean"]),
                      *[""] * (len(header) - 2)])
     confidence = round(100 * res["method"]["confidence"])
     doc.table(header, rows, caption=f"Ours: {task} dev {metric}{' in %' if metric in ('accuracy', 'f1') else ''}: "

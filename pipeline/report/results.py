@@ -30,6 +30,11 @@ from pipeline.variants import BASELINE
 FAMILIES = Path(__file__).resolve().parent / "families"  # one table per family: title, question, rows, paper
 
 
+def classical_name(task: str) -> str:
+    """What the non-neural mode is on ``task``: the word-overlap baseline on SQuAD, TF-IDF elsewhere."""
+    return "word overlap" if task.startswith("SQuAD") else "TF-IDF"
+
+
 def percent(metric: str) -> bool:
     """Whether ``metric`` is a share (accuracy, F1, SQuAD's exact match and its HasAns/NoAns parts)."""
     return metric.split("_")[-1] in ("accuracy", "f1", "exact") or metric in ("precision", "recall")
@@ -164,7 +169,8 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
     previous = fam.get("compare") == "previous"  # a lineage: each row against the one before it
     for i, r in enumerate(ran):
         other = (ran[i - 1] if i else None) if previous else (ref if r is not ref else None)
-        r["vs_row"] = other["label"] if other else ("TF-IDF" if previous and classical else None)
+        r["vs_row"] = other["label"] if other else \
+            (classical_name(variants[BASELINE][0]["finetune"]["task"]) if previous and classical else None)
         if other is None or not r["primary"] or not other["primary"]:
             r["vs"] = compare(r["primary"]["units"], [classical["mean"]], test="fixed", confidence=confidence,
                               runs=(r["primary"]["n_finetune"], 1)) if previous and classical and r["primary"] \
@@ -234,7 +240,7 @@ def findings(families: list[dict], classical: dict | None, pretrained: dict | No
                 continue
             ref = by_label.get(r["vs_row"])
             ref_label, ref_mean = (ref["label"], ref["primary"]["mean"]) if ref else \
-                ("the TF-IDF baseline", fam["classical"]["mean"])
+                (f"the {classical_name(task)} baseline", fam["classical"]["mean"])
             if fmt(metric, abs(c["diff"])) == fmt(metric, 0.0):
                 how = f"is level with {ref_label}"
             else:
@@ -253,7 +259,7 @@ def findings(families: list[dict], classical: dict | None, pretrained: dict | No
     if pretrained and classical:
         c = compare(pretrained["units"], [classical["mean"]], test="fixed", confidence=confidence)
         out.append(f"Fine-tuning the baseline is {fmt(metric, abs(c['diff']))} points "
-                   f"{'above' if c['diff'] > 0 else 'below'} the TF-IDF baseline "
+                   f"{'above' if c['diff'] > 0 else 'below'} the {classical_name(task)} baseline "
                    f"({fmt(metric, pretrained['mean'])} vs {fmt(metric, classical['mean'])}; {describe(c, metric)}).")
     return out
 
