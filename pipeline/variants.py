@@ -19,6 +19,10 @@ sweep over ``variant=...`` run the same thing. A variant that changes
 ``pairs.*`` settings trains on examples of its own (its make_pairs run);
 every other variant trains on the baseline's.
 
+With a task suite (``suite=<name>``, ``conf/suite``) the finetune stage runs once per (run, task):
+``finetunes`` (the resolver ``lab.finetunes``) lists those stages, and ``suite_task=<task>`` on the finetune
+stage applies the suite's task, its modes and its folder, ``<run metrics>/tasks/<task>`` (``apply_suite_task``).
+
 In a Hydra multirun (``-m``) every job writes its outputs under its own sweep
 folder instead of the fixed DVC paths, so parallel jobs never overwrite each
 other or an output DVC tracks; each job is still one MLflow run.
@@ -117,8 +121,7 @@ def suite_modes(cfg: DictConfig, task: str, modes: list[str]) -> list[str]:
     chosen = (cfg.get("suite") or {}).get("modes", {}).get(task)
     if chosen is None:
         return list(modes)
-    free = [m for m in chosen if m in SEED_FREE]
-    return [m for m in chosen if m not in free or m in modes]
+    return [m for m in chosen if m not in SEED_FREE or m in modes]
 
 
 def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
@@ -137,9 +140,9 @@ def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
             continue
         for task in suite.tasks:
             folder = f"{run['metrics']}/tasks/{task}"
-            out[f"{name}-{task}"] = {**common, "args": f"{args} suite_task={task}", "task": task, "task_key": f"suite.tasks.{task}",
-                                     "modes": suite_modes(cfg, task, run["modes"]), "metrics": folder,
-                                     "out": folder}
+            out[f"{name}-{task}"] = {**common, "args": f"{args} suite_task={task}", "task": task,
+                                     "task_key": f"suite.tasks.{task}", "modes": suite_modes(cfg, task, run["modes"]),
+                                     "metrics": folder, "out": folder}
     return out
 
 

@@ -186,7 +186,7 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
     assert [c["ran"] for c in features["pretrained"]["cells"]] == [True, True, True]
     fam = next(f for f in suite["families"] if f["name"] == "objective")
     assert fam["classical"] == pytest.approx([0.52, 0.51, 0.52])  # TF-IDF in each column, on its metric
-    assert res["summary"]["ltr"]["mrpc/primary_accuracy"] == pytest.approx(ltr[1]["mean"])
+    assert res["summary"]["ltr"]["mrpc/pretrained_accuracy"] == pytest.approx(ltr[1]["mean"])
     assert res["table"]["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
     text = "\n".join(res["findings"])
     assert ("Pretraining objective, across suite table6: LTR, no NSP against MLM + NSP: MNLI-m accuracy −1.0 "

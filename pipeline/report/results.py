@@ -358,7 +358,14 @@ def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[
         fams.append({"name": name, "title": spec["title"], "reference_row": tables[name][0]["reference_row"],
                      "rows": rows, "classical": [fr["classical"]["mean"] if fr["classical"] else None
                                                  for fr in tables[name]]})
-    return {"name": suite.get("name"), "columns": cols, "families": fams}
+    summary: dict[str, dict[str, float]] = {}  # per variant, each column's score (its mode, else the grid's first)
+    for col in cols:
+        mode = col["mode"] or modes[0]
+        for variant, vruns in per_task[col["task"]].items():
+            s = score(vruns, mode, col["metric"], confidence)
+            if s:
+                summary.setdefault(variant, {})[f"{col['task']}/{mode}_{col['metric']}"] = s["mean"]
+    return {"name": suite.get("name"), "columns": cols, "families": fams, "summary": summary}
 
 
 def suite_findings(suite: dict) -> list[str]:
@@ -397,13 +404,13 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
         res = _task_results(runs, grid, families, modes, confidence, first)
         res["suite"] = suite_result(runs, suite, families, modes, confidence)
         res["findings"] = [*suite_findings(res["suite"]), *res["findings"]]
-        for col in res["suite"]["columns"]:  # each column's mean per row: what `dvc exp show` lists
+        for variant, numbers in res["suite"].pop("summary").items():  # what `dvc exp show` lists
+            res["summary"].setdefault(variant, {}).update(numbers)
+        for col in res["suite"]["columns"]:  # each cell's numbers in the grid's MLflow run
             key = f"{col['task']}/{col['mode'] or 'primary'}_{col['metric']}"
             for fam in res["suite"]["families"]:
                 for r in fam["rows"]:
                     cell = r["cells"][res["suite"]["columns"].index(col)]
-                    if cell["ran"] and r["name"] in res["summary"]:
-                        res["summary"][r["name"]][key] = cell["mean"]
                     if cell["ran"]:
                         entry = res["table"].setdefault(fam["name"], {}).setdefault(r["name"], {})
                         entry.update({f"{key}_{k}": cell[k] for k in ("mean", "low", "high") if cell[k] is not None})
