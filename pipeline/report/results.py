@@ -22,7 +22,7 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline.errors import ConfigError, DataError
-from pipeline.finetune.modes import CLASSICAL, SEED_FREE, mode_label
+from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
@@ -302,126 +302,14 @@ def headline(variants: dict[str, list[dict]], metric: str) -> dict[str, dict[str
     return out
 
 
-def column_label(col: Mapping, task_name: str, metric: str) -> str:
-    """A suite column's heading: the task, the metric, and the mode where the column fixes one."""
-    mode = f" ({mode_label(col['mode'])})" if col.get("mode") else ""
-    return f"{task_name} {metric}{mode}"
-
-
-def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[str, dict], modes: list[str],
-                 confidence: float) -> dict:
-    """The grid across a suite's tasks: per family, each row's score in each column (a task, its metric, a mode)
-    with its interval, its test against the family's reference row in that column, and the paper's number.
-
-    Each column is the family's table computed on that task's fine-tuning (``family_result``), so every cell's
-    verdict is the same test as the single-task table's.
-    """
-    columns = list(suite.get("columns") or [{"task": t} for t in suite["tasks"]])
-    per_task = {t: by_variant(load_runs(runs, t)) for t in dict.fromkeys(c["task"] for c in columns)}
-    cols, tables = [], {name: [] for name in families}
-    for col in columns:
-        variants = per_task[col["task"]]
-        ft = variants[BASELINE][0]["finetune"]
-        metric = col.get("metric") or ft["metric"]
-        if metric not in ft["metrics"]:
-            raise ConfigError(f"suite.columns: metric {metric!r} for task {col['task']} is not one the task reports "
-                              f"({', '.join(ft['metrics'])})")
-        col_modes = [col["mode"], *(m for m in modes if m != col["mode"])] if col.get("mode") else list(modes)
-        cols.append({"task": col["task"], "task_name": ft["task"], "metric": metric, "mode": col.get("mode"),
-                     "paper": col.get("paper"), "label": column_label(col, ft["task"], metric),
-                     "train_examples": ft.get("train_questions", ft["train_examples"]),
-                     "dev_examples": ft.get("dev_questions", ft["dev_examples"]),
-                     "unit": "questions" if "train_questions" in ft else "examples",
-                     "comparable": ft.get("comparable", True)})
-        for name, spec in families.items():
-            tables[name].append(family_result(name, spec, variants, metric, col_modes, confidence))
-    fams = []
-    for name, spec in families.items():
-        rows = []
-        by_label = [{r["label"]: r for r in fr["rows"]} for fr in tables[name]]  # a mode row a task lacks is absent
-        for label in (row["label"] for row in spec["rows"]):
-            present = [rs[label] for rs in by_label if label in rs]
-            if not present:
-                continue
-            row, cells = present[0], []
-            for col, rs in zip(cols, by_label):
-                r = rs.get(label)
-                paper = r["paper"].get(col["paper"]) if r and col["paper"] else None
-                if r is None or not r["ran"] or not r.get("primary"):
-                    cells.append({"ran": False, "paper": paper})
-                    continue
-                p, c = r["primary"], r.get("vs")
-                cells.append({"ran": True, "mean": p["mean"], "low": p["low"], "high": p["high"],
-                              "n_pretrain": p["n_pretrain"], "n_finetune": p["n_finetune"], "vs": c,
-                              "vs_row": r.get("vs_row"), "paper": paper})
-            rows.append({"label": label, "name": row["name"], "ran": any(r["ran"] for r in present), "cells": cells})
-        fams.append({"name": name, "title": spec["title"], "reference_row": tables[name][0]["reference_row"],
-                     "rows": rows, "classical": [fr["classical"]["mean"] if fr["classical"] else None
-                                                 for fr in tables[name]]})
-    summary: dict[str, dict[str, float]] = {}  # per variant, each column's score (its mode, else the grid's first)
-    for col in cols:
-        mode = col["mode"] or modes[0]
-        for variant, vruns in per_task[col["task"]].items():
-            s = score(vruns, mode, col["metric"], confidence)
-            if s:
-                summary.setdefault(variant, {})[f"{col['task']}/{mode}_{col['metric']}"] = s["mean"]
-    return {"name": suite.get("name"), "columns": cols, "families": fams, "summary": summary}
-
-
-def suite_findings(suite: dict) -> list[str]:
-    """One sentence per row and family across the suite's columns: the difference to the reference in each,
-    its verdict, and the paper's difference where it has both numbers."""
-    out = []
-    for fam in suite["families"]:
-        ref = next((r for r in fam["rows"] if r["ran"]), None)
-        for r in fam["rows"]:
-            parts = []
-            for col, cell, ref_cell in zip(suite["columns"], r["cells"], ref["cells"] if ref else []):
-                c = cell.get("vs")
-                if not cell["ran"] or c is None:
-                    continue
-                part = f"{col['label']} {_signed(col['metric'], c['diff'])} ({c['verdict']})"
-                if cell["paper"] is not None and ref_cell.get("paper") is not None and cell.get("vs_row") == ref["label"]:
-                    part += f", paper {cell['paper'] - ref_cell['paper']:+.1f}".replace("-", "−")
-                parts.append(part)
-            if parts:
-                out.append(f"{fam['title']}, across suite {suite['name']}: {r['label']} against {r['cells'][0].get('vs_row') or fam['reference_row']}: "
-                           + "; ".join(parts) + ".")
-    return out
-
-
-def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict],
-                     modes: list[str], confidence: float = 0.95, suite: Mapping | None = None) -> dict:
+def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
+                     confidence: float = 0.95, task: str | None = None) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
-    was fine-tuned. With ``suite`` (the composed ``suite`` settings) the detailed tables are those of the
-    suite's first column's task, and ``suite`` holds every column (``suite_result``).
+    was fine-tuned; ``task``: a suite's task to read (``pipeline.report.suites`` adds the other columns).
     """
-    if suite:
-        first = (suite.get("columns") or [{"task": next(iter(suite["tasks"]))}])[0]["task"]
-        res = _task_results(runs, grid, families, modes, confidence, first)
-        res["suite"] = suite_result(runs, suite, families, modes, confidence)
-        res["findings"] = [*suite_findings(res["suite"]), *res["findings"]]
-        for variant, numbers in res["suite"].pop("summary").items():  # what `dvc exp show` lists
-            res["summary"].setdefault(variant, {}).update(numbers)
-        for col in res["suite"]["columns"]:  # each cell's numbers in the grid's MLflow run
-            key = f"{col['task']}/{col['mode'] or 'primary'}_{col['metric']}"
-            for fam in res["suite"]["families"]:
-                for r in fam["rows"]:
-                    cell = r["cells"][res["suite"]["columns"].index(col)]
-                    if cell["ran"]:
-                        entry = res["table"].setdefault(fam["name"], {}).setdefault(r["name"], {})
-                        entry.update({f"{key}_{k}": cell[k] for k in ("mean", "low", "high") if cell[k] is not None})
-                        if cell["vs"] and cell["vs"].get("p") is not None:
-                            entry[f"{key}_vs_p"] = cell["vs"]["p"]
-        return res
-    return _task_results(runs, grid, families, modes, confidence, None)
-
-
-def _task_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
-                  confidence: float, task: str | None) -> dict:
     results = load_runs(runs, task)
     variants = by_variant(results)
     ft = variants[BASELINE][0]["finetune"]

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.io import read_json
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
+from pipeline.report.suites import add_suite, first_task
 from pipeline.tracking import check_tracking, record_grid, redact
 
 
@@ -21,10 +22,13 @@ def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)
     runs = OmegaConf.to_container(cfg.runs, resolve=True)
     suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
-    res = ablation_results(runs, cfg.grid.name, load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes),
-                           confidence=cfg.report.confidence, suite=suite)
+    families, modes = load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes)
+    task = first_task(suite) if suite else None
+    res = ablation_results(runs, cfg.grid.name, families, modes, confidence=cfg.report.confidence, task=task)
+    if suite:
+        res = add_suite(res, runs, suite, families, modes, cfg.report.confidence)
     base = Path(runs[BASELINE]["metrics"])
-    ft = base / "finetune.json" if not suite else base / "tasks" / res["suite"]["columns"][0]["task"] / "finetune.json"
+    ft = base / "finetune.json" if task is None else base / "tasks" / task / "finetune.json"
     write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
                  ft=read_json(ft), out=Path(cfg.paths.reports),
                  lineage=[["grid", cfg.grid.name], ["code", "the git commit each MLflow run records (tag git_commit)"],
