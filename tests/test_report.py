@@ -208,6 +208,7 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
     assert page.count("data:image/png;base64,") == len(figures) and "figures/" not in page  # self-contained
     assert "| LTR, no NSP | 55.5 [" in md and "(2 x 3) | −5.5 [" in md and ": worse |" in md
     assert "## Method" in md and "pooled over the family's rows" in md and "false-positive rate" in md
+    assert "Grid 'ci': the baseline and 2 pretraining variants, 100 steps each" in md
     assert "the next token's at every position for LTR" in md  # the family's note under its table
     assert "not in this grid" in md and "The paper's numbers, at its scale (not ours): Devlin et al. 2019" in md
     for run in res["runs"].values():
@@ -242,3 +243,11 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     assert all(complete and width > 0 for complete, width, _ in images), images
     assert console == []
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("variants, words", [(0, "the baseline alone"), (1, "the baseline and 1 pretraining variant"),
+                                             (2, "the baseline and 2 pretraining variants")])
+def test_the_opening_line_names_the_grid_rows_in_words(variants, words):
+    from pipeline.report.render import _rows_phrase
+
+    assert _rows_phrase(variants) == words

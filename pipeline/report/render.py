@@ -378,6 +378,13 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
                   caption=f"The paper's numbers, at its scale (not ours): {block['source']}")
 
 
+def _rows_phrase(variants: int) -> str:
+    """The grid's rows in words: the baseline alone, or with its pretraining variant(s)."""
+    if variants == 0:
+        return "the baseline alone"
+    return f"the baseline and {variants} pretraining variant{'s' if variants > 1 else ''}"
+
+
 def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
                  lineage: list[list[str]], probe: dict | None = None) -> None:
     """``out/index.html``, ``out/report.md``, ``out/figures/`` and ``out/ablations.json`` from the results ``res``.
@@ -393,8 +400,8 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
     doc.heading("BERT lab report: the ablation grid", 1)
     c = corpus
     doc.para(f"Corpus: {c['train']['documents']:,} train / {c['valid']['documents']:,} valid documents, "
-             f"{c['train']['words']:,} / {c['valid']['words']:,} words. Grid {res['grid']!r}: the baseline and "
-             f"{len(m['pretraining_runs']) - 1} pretraining variants, {base['steps']} steps each, fine-tuned on "
+             f"{c['train']['words']:,} / {c['valid']['words']:,} words. Grid {res['grid']!r}: "
+             f"{_rows_phrase(len(m['pretraining_runs']) - 1)}, {base['steps']} steps each, fine-tuned on "
              + (f"each task of suite {res['suite']['name']} "
                 f"({', '.join(dict.fromkeys(c['task_name'] for c in res['suite']['columns']))})." if res.get("suite")
                 else f"{res['task']} ({ft['train_examples']} train / {ft['dev_examples']} dev examples)."))
