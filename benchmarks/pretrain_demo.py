@@ -9,7 +9,7 @@ demo's: King James Bible, vocabulary 8,000, batch 32 x 128, BERT's masking),
 each from its own checkout (a temporary git worktree of ``--reference``),
 alternating in one run so that both see the same machine. For each it reports
 token slots per second (steps x 32 x 128 per second of training), the peak RSS
-of the process and how much the RSS grew over the second half of training,
+of the process and how much the RSS grew from training step ``--flat-from`` (300) to the end,
 and the final validation loss (the same seed must give the same curve, within
 floating-point noise). The last line is one JSON object with the ratios.
 """
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = "371e7ad"
 CACHE = ROOT / ".bench-cache" / "demo"
 # Settings both versions run with, whatever their conf/ says: the same validation and checkpoint schedule.
+STEP = re.compile(r"Epoch \d+: .*?\| *(\d+)/\d+")  # the training bar's "123/1000"
 PINNED = ["trainer.val_check_interval=250", "trainer.checkpoint_every_n_steps=250", "trainer.batch_size=32"]
 
 
@@ -48,7 +51,20 @@ def demo_data() -> tuple[Path, Path]:
     return tok, pairs
 
 
-def run_once(code: Path, variant: str, steps: int, tok: Path, pairs: Path, extra: list[str]) -> dict:
+def _follow_steps(stream, state: dict) -> None:
+    """Read the stage's progress bar (tqdm on stdout, updated with carriage returns) and keep its step."""
+    line = ""
+    for ch in iter(lambda: stream.read(1), ""):
+        if ch in "\r\n":
+            m = STEP.search(line)
+            if m:
+                state["step"] = int(m.group(1))
+            line = ""
+        else:
+            line += ch
+
+
+def run_once(code: Path, variant: str, steps: int, tok: Path, pairs: Path, extra: list[str], flat_from: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-pretrain-") as d:
         out = Path(d)
         args = [sys.executable, "-m", "stages.pretrain", f"variant={variant}", f"trainer.max_steps={steps}",
@@ -57,27 +73,31 @@ def run_once(code: Path, variant: str, steps: int, tok: Path, pairs: Path, extra
                 f"paths.checkpoints={out / 'ckpt'}", f"paths.variants.models={out / 'models'}",
                 f"paths.variants.metrics={out / 'vmetrics'}", f"paths.variants.plots={out / 'vplots'}",
                 f"tracking.uri=sqlite:///{out / 'mlflow.db'}", "tracking.log_model=false",
-                "runtime.progress=false", *PINNED, *extra]
+                "runtime.progress=true", *PINNED, *extra]  # the progress bar tells the step the RSS is read at
         if variant == "baseline":
             args.remove("variant=baseline")
-        proc = subprocess.Popen(args, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        ps, rss = psutil.Process(proc.pid), []
+        err = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(args, cwd=code, stdout=subprocess.PIPE, stderr=err, text=True)
+        state = {"step": 0}
+        threading.Thread(target=_follow_steps, args=(proc.stdout, state), daemon=True).start()
+        ps, rss = psutil.Process(proc.pid), []  # (seconds, training step, MB)
         start = time.perf_counter()
         while proc.poll() is None:
             try:
-                rss.append((time.perf_counter() - start, ps.memory_info().rss / 2**20))
+                rss.append((time.perf_counter() - start, state["step"], ps.memory_info().rss / 2**20))
             except psutil.NoSuchProcess:
                 break
             time.sleep(0.2)
-        err = proc.stderr.read()
         if proc.returncode:
-            raise SystemExit(f"{code}: pretrain failed:\n{err[-3000:]}")
+            err.seek(0)
+            raise SystemExit(f"{code}: pretrain failed:\n{err.read()[-3000:]}")
         metrics_dir = out / ("metrics" if variant == "baseline" else f"vmetrics/{variant}")
         m = json.loads((metrics_dir / "pretrain.json").read_text())
-    total = rss[-1][0] if rss else 0.0
-    half = [r for t, r in rss if t >= total / 2]
+    after = [mb for _, step, mb in rss if step >= flat_from]
     return {"train_s": m["train_seconds"], "steps": m["steps"], "val_loss": m["val/loss"],
-            "peak_rss_mb": max(r for _, r in rss), "rss_growth_mb": (max(half) - half[0]) if half else 0.0}
+            "peak_rss_mb": max(mb for *_, mb in rss),
+            "rss_at_flat_from_mb": after[0] if after else None,
+            "rss_growth_mb": (max(after) - after[0]) if after else None}
 
 
 def main() -> None:
@@ -86,8 +106,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--variants", default="baseline")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--flat-from", type=int, default=300,
+                    help="RSS growth is measured from this training step to the end")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for both versions")
     a = ap.parse_args()
+    a.flat_from = min(a.flat_from, a.steps // 2)  # a short run: its second half
     tok, pairs = demo_data()
     peak = matmul_peak_gflops()
     print(f"fp32 matmul peak on this machine: {peak:.0f} GFLOP/s; {torch.get_num_threads()} threads", flush=True)
@@ -101,17 +124,18 @@ def main() -> None:
             runs = {"reference": [], "current": []}
             for _ in range(a.repeats):
                 for name, code in (("reference", ref), ("current", ROOT)):
-                    runs[name].append(run_once(code, variant, a.steps, tok, pairs, a.overrides))
+                    runs[name].append(run_once(code, variant, a.steps, tok, pairs, a.overrides, a.flat_from))
             row = {}
             for name, rs in runs.items():
                 row[name] = {"token_slots_per_s": round(statistics.median(r["steps"] * slots / r["train_s"] for r in rs)),
                              "steps_per_s": round(statistics.median(r["steps"] / r["train_s"] for r in rs), 2),
                              "peak_rss_mb": round(max(r["peak_rss_mb"] for r in rs)),
+                             "rss_at_flat_from_mb": round(statistics.median(r["rss_at_flat_from_mb"] for r in rs)),
                              "rss_growth_mb": round(max(r["rss_growth_mb"] for r in rs)),
                              "val_loss": rs[0]["val_loss"]}
                 print(f"{variant:14s} {name:9s} {row[name]['token_slots_per_s']:7d} token slots/s "
                       f"({row[name]['steps_per_s']:.2f} steps/s), peak RSS {row[name]['peak_rss_mb']} MB, "
-                      f"growth over the second half {row[name]['rss_growth_mb']} MB, val loss {row[name]['val_loss']:.4f}",
+                      f"growth from step {a.flat_from} {row[name]['rss_growth_mb']} MB, val loss {row[name]['val_loss']:.4f}",
                       flush=True)
             row["speedup"] = round(row["current"]["token_slots_per_s"] / row["reference"]["token_slots_per_s"], 2)
             row["peak_rss_ratio"] = round(row["current"]["peak_rss_mb"] / row["reference"]["peak_rss_mb"], 2)

@@ -6,7 +6,10 @@ import re
 import pytest
 import torch
 
-from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel, pretraining_loss
+import torch.nn.functional as F
+
+from pipeline.model.bert import (BertForPreTraining, BertForSequenceClassification, BertModel, linear_cross_entropy,
+                                 pretraining_loss)
 from pipeline.model.config import BertConfig
 from pipeline.model.hf import load_hf, save_hf
 from conftest import TINY_BERT as TINY
@@ -134,6 +137,77 @@ def test_gathered_logits_and_loss_equal_full():
     torch.testing.assert_close(mlm, pretraining_loss(full, labels)[1])
     with pytest.raises(ValueError, match="gathered logits need gathered labels"):
         pretraining_loss(gathered, labels)
+
+
+def _logits_then_loss(x, w, b, targets):
+    return F.cross_entropy(F.linear(x, w, b).float(), targets, ignore_index=-100)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 7, 40, 45, None])
+def test_linear_cross_entropy_equals_logits_then_cross_entropy(rows):
+    """Chunk by chunk, gradient computed in the forward pass: the same loss, gradients and argmax as the
+    (N, V) logits followed by cross-entropy, for every chunking, with unscored rows among the scored."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 16, generator=g, dtype=torch.float64)
+    w = torch.randn(300, 16, generator=g, dtype=torch.float64) * 0.3
+    b = torch.randn(300, generator=g, dtype=torch.float64) * 0.1
+    targets = torch.randint(0, 300, (40,), generator=g)
+    targets[[0, 5, 17, 39]] = -100
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    ref = F.cross_entropy(F.linear(*leaves), targets, ignore_index=-100)
+    ref.backward()
+    expected = [t.grad for t in leaves]
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    loss, predictions = linear_cross_entropy(*leaves, targets, predict=True, rows=rows)
+    (3.0 * loss).backward()  # an upstream factor reaches every gradient
+    torch.testing.assert_close(loss, ref, atol=1e-12, rtol=0)
+    for got, want, name in zip((t.grad for t in leaves), expected, "xwb"):
+        torch.testing.assert_close(got, 3.0 * want, atol=1e-12, rtol=0, msg=name)
+    assert torch.equal(predictions, F.linear(x, w, b).argmax(1))
+    with torch.no_grad():  # validation: no gradient work, the same number
+        torch.testing.assert_close(linear_cross_entropy(x, w, b, targets, rows=rows)[0], ref.detach())
+
+
+def test_linear_cross_entropy_under_bf16_autocast_and_with_no_scored_row():
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(24, 16, generator=g), torch.randn(200, 16, generator=g) * 0.3, torch.zeros(200)
+    targets = torch.randint(0, 200, (24,), generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = _logits_then_loss(x, w, b, targets)  # what pretraining_loss computes under bf16-mixed
+        loss, _ = linear_cross_entropy(x, w, b, targets, rows=5)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, ref, atol=2e-2, rtol=0)  # bf16 products, fp32 softmax, on both sides
+    none = torch.full((24,), -100)
+    assert torch.isnan(linear_cross_entropy(x, w, b, none)[0]) and torch.isnan(_logits_then_loss(x, w, b, none))
+
+
+def test_pretraining_with_targets_gives_the_logits_loss_and_gradients():
+    """The pretraining module's path (``mlm_targets``): no logits, the loss and gradients of the logits path."""
+    torch.manual_seed(0)
+    ids = random_ids(B=3, T=10)
+    masked = torch.zeros_like(ids, dtype=torch.bool)
+    masked[0, [1, 4]] = masked[1, 7] = masked[2, 2] = True
+    rows = masked.flatten().nonzero().squeeze(1)
+    rows = torch.cat([rows, rows[:1]])  # a padded row, as the module pads N, scored by no target
+    targets = torch.cat([ids.flatten()[rows[:-1]], torch.tensor([-100])])
+    nsp = torch.tensor([0, 1, 0])
+    model = BertForPreTraining(tiny()).eval()  # dropout off: both paths see the same network
+    grads = []
+    for fused in (False, True):
+        model.zero_grad(set_to_none=True)
+        out = model(ids, masked_positions=rows, mlm_targets=targets if fused else None, return_predictions=fused)
+        loss = pretraining_loss(out, targets, nsp)
+        loss[0].backward()
+        grads.append((loss, {n: p.grad.clone() for n, p in model.named_parameters()}, out))
+    (ref, ref_grads, logits_out), (got, got_grads, fused_out) = grads
+    assert fused_out.mlm_logits is None and logits_out.mlm_loss is None
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    for name in ref_grads:
+        torch.testing.assert_close(got_grads[name], ref_grads[name], atol=1e-6, rtol=1e-5, msg=name)
+    assert torch.equal(fused_out.mlm_predictions, logits_out.mlm_logits.argmax(1))
+    with pytest.raises(ValueError, match="mlm_targets needs masked_positions"):
+        model(ids, mlm_targets=targets)
 
 
 def test_tied_weights_stay_tied():

@@ -104,8 +104,10 @@ def test_loss_matches_and_gathered_logits_equal_full(batch, labels):
     close(mlm_loss + nsp_loss, total)
 
 
-def test_gradients_match(batch, labels):
-    """Training parity, not just inference: the same loss gives the same gradients."""
+@pytest.mark.parametrize("fused", [False, True], ids=["logits", "linear_cross_entropy"])
+def test_gradients_match(batch, labels, fused):
+    """Training parity, not just inference: the same loss gives the same gradients -- also on the pretraining
+    module's path, where the LM loss is computed without logits (``mlm_targets``)."""
     torch.manual_seed(0)
     hf = transformers.BertForPreTraining(hf_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     ours = ours_from(hf).train()
@@ -113,7 +115,8 @@ def test_gradients_match(batch, labels):
     ids, types, mask = batch
     masked, mlm, nsp = labels
     hf(ids, attention_mask=mask, token_type_ids=types, labels=mlm, next_sentence_label=nsp).loss.backward()
-    pretraining_loss(ours(ids, types, mask, masked_positions=masked), ids[masked], nsp)[0].backward()
+    out = ours(ids, types, mask, masked_positions=masked, mlm_targets=ids[masked] if fused else None)
+    pretraining_loss(out, ids[masked], nsp)[0].backward()
     theirs = dict(hf.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, theirs[name].grad, atol=1e-5, rtol=1e-4, msg=name)

@@ -40,9 +40,11 @@ class EncoderOutput(NamedTuple):
 
 
 class PreTrainingOutput(NamedTuple):
-    mlm_logits: torch.Tensor  # (N, V) at masked_positions, else (B, T, V)
+    mlm_logits: torch.Tensor | None  # (N, V) at masked_positions, else (B, T, V); None with mlm_targets
     nsp_logits: torch.Tensor  # (B, 2): 0 = B follows A, 1 = B is random (HF's convention)
     hidden: torch.Tensor  # (B, T, H) last hidden state
+    mlm_loss: torch.Tensor | None = None  # with mlm_targets: mean cross-entropy over the scored rows
+    mlm_predictions: torch.Tensor | None = None  # with mlm_targets and return_predictions: (N,) argmax per row
 
 
 # ------------------------------------------------------------------------ embeddings
@@ -264,6 +266,84 @@ class BertModel(nn.Module):
         return EncoderOutput(x, pooled, states)
 
 
+# ------------------------------------------------------------ LM loss without logits
+
+
+LOGIT_CHUNK_BYTES = 8 << 20  # fp32 logits per chunk: below glibc's largest mmap threshold (32 MB), and in cache
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of ``x @ weight.T + bias`` against ``targets`` (rows with IGNORE_INDEX not scored),
+    computed ``rows`` rows at a time, its gradient with it (the loss is a scalar, so backward only scales it).
+
+    What it saves: the (N, V) logits, their log-softmax and its gradient are never held at once -- three
+    tensors of 20 MB at the demo's masking, 52 MB at 40%, 625 MB for BERT-Base at batch 256 -- and a chunk of
+    fixed size is reused from the heap instead of fresh pages from the kernel every step. The matmuls run in
+    ``dtype`` (autocast's, as ``F.linear`` would under it) and the softmax in fp32, as ``pretraining_loss``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets, rows: int, dtype: torch.dtype, predict: bool):
+        acc = torch.promote_types(dtype, torch.float32)  # the softmax's and the sums' dtype: fp32 at least
+        scored = targets != IGNORE_INDEX
+        scale = 1.0 / scored.sum().to(acc)  # inf when no row is scored: a nan loss, as F.cross_entropy
+        grads = any(ctx.needs_input_grad[:3])
+        xw, w = x.to(dtype), weight.to(dtype)
+        if grads:
+            dx = torch.empty(x.shape, dtype=dtype, device=x.device)
+            dw = torch.zeros(weight.shape, dtype=acc, device=x.device)
+            db = torch.zeros(bias.shape, dtype=acc, device=x.device)
+        total = torch.zeros((), dtype=acc, device=x.device)
+        predictions = torch.empty(len(targets), dtype=torch.long, device=x.device) if predict else None
+        for start in range(0, len(targets), rows):
+            end = min(start + rows, len(targets))
+            target, keep = targets[start:end].clamp_min(0), scored[start:end]
+            logits = (xw[start:end] @ w.t()).to(acc).add_(bias)  # (c, V)
+            if predict:
+                predictions[start:end] = logits.argmax(1)
+            picked = logits.gather(1, target[:, None]).squeeze(1)
+            top = logits.amax(1, keepdim=True)
+            e = logits.sub_(top).exp_()  # in place: exp(logits - max)
+            z = e.sum(1, keepdim=True)
+            total += torch.where(keep, (top + z.log()).squeeze(1) - picked, 0.0).sum()
+            if grads:
+                g = e.div_(z)  # softmax
+                g[torch.arange(end - start, device=x.device), target] -= 1.0
+                g.mul_(keep.to(g.dtype)[:, None] * scale)  # d(mean loss)/d(logits); unscored rows 0
+                db += g.sum(0)
+                g = g.to(dtype)
+                dx[start:end] = g @ w
+                if dtype == acc:
+                    dw.addmm_(g.t(), xw[start:end])
+                else:  # the product in autocast's dtype, the sum over chunks in fp32
+                    dw += (g.t() @ xw[start:end]).to(acc)
+        if grads:
+            ctx.save_for_backward(dx.to(x.dtype), dw.to(weight.dtype), db.to(bias.dtype))
+        if predict:
+            ctx.mark_non_differentiable(predictions)
+        return total * scale, predictions
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_predictions):
+        dx, dw, db = ctx.saved_tensors
+        return dx * grad_loss, dw * grad_loss, db * grad_loss, None, None, None, None
+
+
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor,
+                         predict: bool = False, rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(F.cross_entropy(F.linear(x, weight, bias).float(), targets, ignore_index=IGNORE_INDEX), argmax or
+    None)`` for x (N, H), weight (V, H), bias (V,), targets (N,), without the (N, V) logits.
+
+    ``rows`` per chunk: on a GPU all of them at once (kernel launches cost more than memory there); on a CPU
+    as many as keep a chunk's logits within ``LOGIT_CHUNK_BYTES``. ``predict``: also each row's argmax
+    (what accuracy needs), at the price of one more pass over each chunk."""
+    if rows is None:
+        rows = len(targets) if x.device.type == "cuda" else max(16, LOGIT_CHUNK_BYTES // (4 * weight.shape[0]))
+    device = x.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+    with torch.autocast(device, enabled=False):
+        return _LinearCrossEntropy.apply(x, weight, bias, targets, max(1, rows), dtype, predict)
+
+
 # ----------------------------------------------------------------------------- heads
 
 
@@ -328,11 +408,17 @@ class BertForPreTraining(nn.Module):
         token_type_ids: torch.Tensor | None = None,  # (B, T)
         attention_mask: torch.Tensor | None = None,  # (B, T) 1 = real token
         masked_positions: torch.Tensor | None = None,  # (B, T) bool, or (N,) indices into the B*T positions
+        mlm_targets: torch.Tensor | None = None,  # (N,) the tokens to predict there (IGNORE_INDEX: none)
+        return_predictions: bool = False,  # with mlm_targets: also the argmax at each of the N positions
     ) -> PreTrainingOutput:
         """With ``masked_positions`` the vocabulary projection, by far the largest matmul for
         small models, runs only at the N masked tokens (about 15% of them) instead of all B*T.
         They are a (B, T) bool mask, or N indices of rows of the flattened (B*T, H) states (which
-        may repeat a row: the pretraining module pads N so that few distinct shapes occur)."""
+        may repeat a row: the pretraining module pads N so that few distinct shapes occur).
+
+        With ``mlm_targets`` as well, the LM loss comes from ``linear_cross_entropy`` (the same number
+        and gradients, without (N, V) logits): ``mlm_logits`` is None, ``mlm_loss`` the loss and
+        ``mlm_predictions`` the argmax if ``return_predictions``. ``pretraining_loss`` takes either."""
         out = self.bert(input_ids, token_type_ids, attention_mask)
         h = out.last_hidden_state  # (B, T, H)
         if masked_positions is not None:
@@ -346,7 +432,15 @@ class BertForPreTraining(nn.Module):
                     f"or a 1-D long tensor of row indices, got {masked_positions.dtype} "
                     f"{tuple(masked_positions.shape)}"
                 )
+            if mlm_targets is not None:
+                head = self.cls.predictions
+                mlm_loss, predictions = linear_cross_entropy(head.transform(picked), head.decoder.weight,
+                                                             head.decoder.bias, mlm_targets, return_predictions)
+                nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+                return PreTrainingOutput(None, nsp_logits, h, mlm_loss, predictions)
             mlm_logits = self.cls.predictions(picked)  # (N, V)
+        elif mlm_targets is not None:
+            raise ValueError("mlm_targets needs masked_positions (the rows they are the targets of)")
         else:
             mlm_logits = self.cls.predictions(h)  # (B, T, V)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
@@ -363,23 +457,30 @@ def pretraining_loss(
         (exactly HF's ``labels``; also the shape for a shifted left-to-right LM);
       * gathered logits (N, V) from ``masked_positions``: labels (N,) are the original
         tokens at those positions, i.e. ``labels[masked_positions]``.
-    Either way the MLM loss is the mean over scored tokens, so both give the same number.
+    Either way the MLM loss is the mean over scored tokens, so both give the same number; an output made
+    with ``mlm_targets`` carries that loss already (``mlm_labels`` must then be those targets).
     ``nsp_labels`` (B,) uses 0 = IsNext, 1 = NotNext; without it nsp_loss is None and
     total is the MLM loss alone (the "No NSP" ablation).
     """
-    logits = out.mlm_logits
+    if out.mlm_loss is not None:
+        mlm_loss = out.mlm_loss
+    else:
+        mlm_loss = _mlm_loss(out.mlm_logits, mlm_labels)
+    if nsp_labels is None:
+        return mlm_loss, mlm_loss, None
+    nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.reshape(-1))
+    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
+
+
+def _mlm_loss(logits: torch.Tensor, mlm_labels: torch.Tensor) -> torch.Tensor:
     if logits.shape[:-1] != mlm_labels.shape:
         raise ValueError(
             f"mlm_labels shape {tuple(mlm_labels.shape)} does not match mlm_logits {tuple(logits.shape)} "
             "(gathered logits need gathered labels)"
         )
     # float(): a bf16 log-softmax over a whole vocabulary loses too much precision.
-    mlm_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), mlm_labels.reshape(-1),
-                               ignore_index=IGNORE_INDEX)
-    if nsp_labels is None:
-        return mlm_loss, mlm_loss, None
-    nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.reshape(-1))
-    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), mlm_labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
 
 
 def _init_classifier(model: nn.Module, config: BertConfig, num_labels: int, add_pooling_layer: bool) -> None:
@@ -460,5 +561,5 @@ __all__ = [
     "ACTIVATIONS", "BertConfig", "EncoderOutput", "PreTrainingOutput", "BertEmbeddings", "BertSelfAttention",
     "BertLayer", "BertEncoder", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForQuestionAnswering",
-    "pretraining_loss", "init_weights", "sdpa_mask", "num_parameters",
+    "pretraining_loss", "linear_cross_entropy", "init_weights", "sdpa_mask", "num_parameters",
 ]

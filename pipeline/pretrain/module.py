@@ -150,7 +150,10 @@ class BertPretraining(PretrainingModule):
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
         inputs, positions, targets = self._inputs_and_targets(batch, batch_idx, split)
-        out = self.model(inputs, batch["token_type_ids"], batch["attention_mask"], masked_positions=positions)
+        # An argmax over every predicted token's vocabulary (for accuracy): only when it is logged.
+        predict = split != "train" or self.logs_this_step()
+        out = self.model(inputs, batch["token_type_ids"], batch["attention_mask"], masked_positions=positions,
+                         mlm_targets=targets, return_predictions=predict)
         nsp_labels = batch["next_sentence_label"] if self.nsp else None
         loss, lm_loss, nsp_loss = pretraining_loss(out, targets, nsp_labels)
         B, lm = batch["input_ids"].shape[0], self.lm
@@ -158,9 +161,9 @@ class BertPretraining(PretrainingModule):
         if split == "train":
             self.log("train/loss", loss, prog_bar=True, batch_size=B)
             self.log(f"train/{lm}_loss", lm_loss, batch_size=B)
-            if self.logs_this_step():  # an argmax over every predicted token's vocabulary: only when it is sent
+            if predict:
                 valid = targets != IGNORE_INDEX
-                self.log(f"train/{lm}_acc", (out.mlm_logits[valid].argmax(-1) == targets[valid]).float().mean(),
+                self.log(f"train/{lm}_acc", (out.mlm_predictions[valid] == targets[valid]).float().mean(),
                          batch_size=B)
             if self.nsp:
                 self.log("train/nsp_loss", nsp_loss, batch_size=B)
@@ -169,7 +172,7 @@ class BertPretraining(PretrainingModule):
         else:
             self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
             self.log(f"val/{lm}_loss", lm_loss, on_epoch=True, batch_size=B)
-            self.val_lm_acc(out.mlm_logits, targets)
+            self.val_lm_acc(out.mlm_predictions, targets)
             self.log(f"val/{lm}_acc", self.val_lm_acc, on_epoch=True, prog_bar=True, batch_size=B)
             self.val_lm_loss.update(lm_loss.detach(), weight=int((targets != IGNORE_INDEX).sum()))
             if self.nsp:
