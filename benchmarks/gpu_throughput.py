@@ -8,7 +8,7 @@ Each case trains our BERT the way the pretrain stage does on a GPU: bf16
 autocast, the fused AdamW, attention through scaled-dot-product attention
 (flash kernels where the GPU has them), the vocabulary projection only at the
 masked positions (15%, at most 20 or 80 per sequence as in the paper's two
-phases), MLM + NSP loss. Random token ids stand in for data: the speed of a
+phases), its loss without (N, V) logits (``--logits``: with them), MLM + NSP loss. Random token ids stand in for data: the speed of a
 step does not depend on which ids it sees. After ``--warmup`` steps, ``--steps``
 are timed with the device synchronised.
 
@@ -64,7 +64,8 @@ def peak_tflops(device: torch.device, override: float | None) -> float | None:
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
 
 
-def run_case(size: str, T: int, batch: int, device: torch.device, steps: int, warmup: int, compile: bool) -> dict:
+def run_case(size: str, T: int, batch: int, device: torch.device, steps: int, warmup: int, compile: bool,
+             logits: bool = False) -> dict:
     layers, hidden, heads = SIZES[size]
     cfg = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                      intermediate_size=4 * hidden, max_position_embeddings=512)
@@ -85,7 +86,7 @@ def run_case(size: str, T: int, batch: int, device: torch.device, steps: int, wa
 
     def step() -> None:
         with autocast:
-            out = step_model(ids, types, mask, masked_positions=masked)
+            out = step_model(ids, types, mask, masked_positions=masked, mlm_targets=None if logits else labels)
             loss = pretraining_loss(out, labels, nsp)[0]
         loss.backward()
         opt.step()
@@ -123,6 +124,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (longer warm-up)")
+    p.add_argument("--logits", action="store_true",
+                   help="the LM loss from (N, V) logits (default: the stage's linear_cross_entropy, without them)")
     p.add_argument("--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOP/s, if not in the table")
     a = p.parse_args()
     device = torch.device(a.device)
@@ -133,7 +136,7 @@ def main() -> None:
     results = []
     for size in a.sizes:
         for T in a.seqs:
-            r = run_case(size, T, a.batch or BATCH[(size, T)], device, a.steps, a.warmup, a.compile)
+            r = run_case(size, T, a.batch or BATCH[(size, T)], device, a.steps, a.warmup, a.compile, a.logits)
             if peak:
                 r["mfu"] = round(r["model_tflops"] / peak, 3)
             results.append(r)

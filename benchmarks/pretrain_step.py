@@ -13,7 +13,8 @@ FLOP/s each achieves as a share of this machine's fp32 matrix-multiply peak
 last line one JSON object with ``ours_tok_s``, ``hf_tok_s`` and ``ratio``.
 
 Ours runs the way the pretrain stage runs it: the vocabulary projection only
-at masked positions, and the fused AdamW where torch has one. Hugging Face runs
+at masked positions, its loss without (N, V) logits (``linear_cross_entropy``),
+and the fused AdamW where torch has one. Hugging Face runs
 the way its examples do: full logits, then the loss.
 """
 from __future__ import annotations
@@ -124,8 +125,10 @@ def main() -> None:
     opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-4)
 
     def step_ours(b: dict) -> None:
-        out = ours(b["input_ids"], b["token_type_ids"], b["attention_mask"], masked_positions=b["masked"])
-        loss = pretraining_loss(out, b["labels"][b["masked"]], b["nsp"])[0]
+        targets = b["labels"][b["masked"]]
+        out = ours(b["input_ids"], b["token_type_ids"], b["attention_mask"], masked_positions=b["masked"],
+                   mlm_targets=targets)
+        loss = pretraining_loss(out, targets, b["nsp"])[0]
         loss.backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
