@@ -9,7 +9,7 @@ demo's: King James Bible, vocabulary 8,000, batch 32 x 128, BERT's masking),
 each from its own checkout (a temporary git worktree of ``--reference``),
 alternating in one run so that both see the same machine. For each it reports
 token slots per second (steps x 32 x 128 per second of training), the peak RSS
-of the process and how much the RSS grew from training step ``--flat-from`` (300) to the end,
+of the process, how much the RSS grew from training step ``--flat-from`` (300) to the end,
 and the final validation loss (the same seed must give the same curve, within
 floating-point noise). The last line is one JSON object with the ratios.
 """
@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The last commit before the speed and memory work: the code the ratios are taken against.
 REFERENCE = "371e7ad"
 CACHE = ROOT / ".bench-cache" / "demo"
-# Settings both versions run with, whatever their conf/ says: the same validation and checkpoint schedule.
 STEP = re.compile(r"Epoch \d+: .*?\| *(\d+)/\d+")  # the training bar's "123/1000"
+# Settings both versions run with, whatever their conf/ says: the same validation and checkpoint schedule.
 PINNED = ["trainer.val_check_interval=250", "trainer.checkpoint_every_n_steps=250", "trainer.batch_size=32"]
 
 
