@@ -172,6 +172,11 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "runtime.loader_workers", lambda v: _int(v) and v >= 0, "an integer >= 0")
         _check(cfg, "runtime.parts", lambda v: v is None or (_int(v) and v >= 1), "a positive integer (machines)")
         _check(cfg, "runtime.fused_optimizer", lambda v: isinstance(v, bool), "true or false")
+        if str(cfg.runtime.get("precision")) in ("16", "16-mixed") and cfg.runtime.fused_optimizer:
+            # fp16's gradient scaler: a fused AdamW unscales inside its step, after gradients were clipped
+            raise ConfigError(f"runtime.precision={cfg.runtime.precision} with runtime.fused_optimizer=true is "
+                              "not allowed: expected runtime.fused_optimizer=false (fp16's scaled gradients are "
+                              "clipped before a fused AdamW unscales them), or runtime.precision=bf16-mixed")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")
 

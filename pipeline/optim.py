@@ -50,3 +50,23 @@ def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
         opt = torch.optim.AdamW(groups, lr=optim["lr"], betas=betas, eps=optim["eps"], fused=bool(fused))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"]))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def clip_gradients(module, optimizer, clip_val, algorithm) -> None:
+    """Lightning's gradient clipping, also for a fused optimiser under bf16 (each module's
+    ``configure_gradient_clipping``).
+
+    Lightning's mixed-precision plugin refuses to clip for any optimiser that
+    unscales gradients inside its step, such as fused AdamW. That matters only
+    with a gradient scaler (``16-mixed``, refused with a fused optimiser by the
+    validator): under ``bf16-mixed`` there is none, the gradients are the true
+    ones, and they are clipped as in fp32.
+    """
+    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+    from lightning.pytorch.utilities import GradClipAlgorithmType
+
+    plugin = module.trainer.precision_plugin
+    if isinstance(plugin, MixedPrecision) and plugin.scaler is None:
+        Precision.clip_gradients(plugin, optimizer, clip_val or 0.0, algorithm or GradClipAlgorithmType.NORM)
+    else:
+        module.clip_gradients(optimizer, gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm)

@@ -34,6 +34,7 @@ def test_every_concern_has_a_group():
     ("pairs.format=sentences", "pairs.format='sentences'"),
     ("masking.static=maybe", "masking.static='maybe'"),
     ("runtime.num_workers=0", "runtime.num_workers=0"),
+    ("runtime.precision=16-mixed", "runtime.precision=16-mixed with runtime.fused_optimizer=true"),
 ])
 def test_invalid_settings_name_key_and_value(override, key):
     with pytest.raises(ConfigError) as e:

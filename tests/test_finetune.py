@@ -1,13 +1,14 @@
 """Fine-tuning modes: frozen-feature heads and their pooled features."""
 from __future__ import annotations
 
+import lightning.pytorch as L
 import pytest
 import torch
 
 from pipeline.finetune.encoders import Encoder
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.modes import FEATURE_SETS
-from pipeline.finetune.training import summarize
+from pipeline.finetune.training import Finetuning, summarize
 from pipeline.model.bert import BertConfig, BertModel
 
 
@@ -78,3 +79,45 @@ def test_the_tfidf_floor_of_a_pair_task_sees_whether_the_two_sides_agree():
     task = TaskData("agree", [], [example() for _ in range(1500)], [example() for _ in range(300)],
                     metrics=["pearson"], regression=True)
     assert classical(task)["pearson"] > 0.8
+
+
+class _Squares:
+    """A regression objective for the clipping test: a large loss, so every gradient needs clipping."""
+    headline = "loss"
+
+    def loss(self, outputs, batch):
+        return 1e3 * ((outputs - batch["y"]) ** 2).mean()
+
+    def batch_size(self, batch):
+        return len(batch["y"])
+
+    def collect(self, outputs, batch):
+        pass
+
+    def scores(self):
+        return {}
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_gradients_are_clipped_for_the_fused_optimiser_in_fp32_and_bf16(precision):
+    """bf16-mixed has no gradient scaler, so a fused AdamW's gradients are clipped as in fp32 (Lightning's
+    mixed-precision plugin refuses to clip for any optimiser that unscales inside its step)."""
+    torch.manual_seed(0)
+    optim = {"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8}
+    module = Finetuning(torch.nn.Linear(8, 1), _Squares(), optim, total_steps=3, fused_optimizer=True, inputs=("x",))
+    norms = []
+
+    def record(opt, args, kwargs):  # the gradients the optimiser steps with, after clipping
+        grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))))
+
+    class Record(L.Callback):
+        def on_train_start(self, trainer, pl_module):
+            trainer.optimizers[0].register_step_post_hook(record)
+
+    batches = [{"x": torch.randn(4, 8), "y": 10 * torch.randn(4, 1)} for _ in range(3)]
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", precision=precision, gradient_clip_val=0.01, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[Record()])
+    trainer.fit(module, torch.utils.data.DataLoader(batches, batch_size=None))
+    assert len(norms) == 3 and max(norms) == pytest.approx(0.01, rel=1e-3)

@@ -229,6 +229,18 @@ def test_pretraining_starts_from_a_hugging_face_folder(small_data, tmp_path):
     assert math.isfinite(json.loads((root / "init" / "metrics" / "pretrain.json").read_text())["val/loss"])
 
 
+def test_pretraining_under_bf16_mixed_with_the_fused_optimiser_and_clipping(small_data):
+    """experiment=bert_base's settings (bf16-mixed, fused AdamW, gradient clipping) train: Lightning alone
+    refuses to clip for a fused optimiser under any mixed precision."""
+    root, paths = small_data
+    r = subprocess.run(_pretrain_args(root, paths, "bf16", "runtime.precision=bf16-mixed", "runtime.fused_optimizer=true",
+                                      "trainer.max_steps=3", "trainer.val_check_interval=3"),
+                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = json.loads((root / "bf16" / "metrics" / "pretrain.json").read_text())
+    assert metrics["steps"] == 3 and math.isfinite(metrics["val/loss"])
+
+
 def test_the_fused_optimiser_changes_speed_not_results():
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

@@ -17,7 +17,7 @@ import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from torch import nn
 
-from pipeline.optim import build_optimizer
+from pipeline.optim import build_optimizer, clip_gradients
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,9 @@ class Finetuning(L.LightningModule):
 
     def configure_optimizers(self):
         return build_optimizer(self.net, self.optim, self.total_steps, fused=self.fused)
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
 
 def fit_and_score(recipe: Recipe, module: Finetuning, logger, epochs: int, train_loader, dev_loader,

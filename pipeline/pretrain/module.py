@@ -20,7 +20,7 @@ from pipeline.data.masking import MaskingConfig, example_seed, mask_examples, ma
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
 from pipeline.model.config import IGNORE_INDEX, BertConfig
-from pipeline.optim import build_optimizer
+from pipeline.optim import build_optimizer, clip_gradients
 
 log = logging.getLogger(__name__)
 PREDICTION_ROWS = 64  # predicted positions per batch are padded to a multiple of this (see _inputs_and_targets)
@@ -92,6 +92,9 @@ class PretrainingModule(L.LightningModule):
 
     def configure_optimizers(self):
         return build_optimizer(self.model, self.optim, self.max_steps, fused=self.fused)
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
 
 class BertPretraining(PretrainingModule):
