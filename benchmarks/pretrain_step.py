@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss  # noqa: E402
 
 
-def matmul_peak_gflops(n: int = 1024, repeats: int = 20) -> float:
-    """Best fp32 GFLOP/s of an n x n matrix product on this machine (torch's threads)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak_gflops(n: int = 1024, repeats: int = 20, dtype: torch.dtype = torch.float32) -> float:
+    """Best GFLOP/s of an n x n matrix product on this machine (torch's threads), fp32 unless ``dtype``."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     for _ in range(3):
         a @ b
     best = float("inf")

@@ -2,6 +2,7 @@
 
     python benchmarks/step_bound.py                                   # the demo's baseline
     python benchmarks/step_bound.py --variants baseline,mask_ratio_40,layers_4
+    python benchmarks/step_bound.py --variants baseline,mask_ratio_40 --bf16   # and under bf16-mixed
 
 For each variant the script builds the pretrain stage's own LightningModule
 from the variant's settings and feeds it real batches of the demo's examples
@@ -16,7 +17,11 @@ stages and cached, as ``pretrain_demo.py`` does). It measures, in one process:
   products, attention, dropout's random masks, the vocabulary softmax and
   loss, the optimiser and everything else (LayerNorm, GELU, copies, sums),
   scaled to the unprofiled plain step;
-- the machine's fp32 matmul peak (1024 x 1024, torch's threads).
+- the machine's fp32 matmul peak (1024 x 1024, torch's threads);
+- with ``--bf16``, the Lightning step again under ``runtime.precision=bf16-mixed``
+  (autocast: bf16 matrix products, fp32 weights, softmax and LayerNorm), and the
+  bf16 matmul peak: on CPUs with AMX or AVX-512 BF16 a different arithmetic
+  that may be faster, and not the one the ceilings speak of.
 
 From these it prints two ceilings on any speed-up at the same fp32 arithmetic:
 the Lightning step over the time of its matrix products alone (every other op
@@ -161,12 +166,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40, help="timed steps (after --warmup) per measurement")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--profiled", type=int, default=10, help="profiled steps of the plain loop")
+    ap.add_argument("--bf16", action="store_true", help="also time the Lightning step under bf16-mixed")
     a = ap.parse_args()
     tok_dir, pairs = demo_data()
     tok = load_tokenizer(tok_dir)
     peak = matmul_peak_gflops()
     print(f"fp32 matmul peak on this machine: {peak:.0f} GFLOP/s; {torch.get_num_threads()} threads", flush=True)
     report = {"matmul_peak_gflops": round(peak), "threads": torch.get_num_threads(), "variants": {}}
+    if a.bf16:
+        report["bf16_matmul_peak_gflops"] = round(matmul_peak_gflops(dtype=torch.bfloat16))
+        print(f"bf16 matmul peak on this machine: {report['bf16_matmul_peak_gflops']} GFLOP/s", flush=True)
     for variant in a.variants.split(","):
         cfg = variant_config(variant, tok_dir, pairs, a.warmup + a.steps + 1)
         with tempfile.TemporaryDirectory(prefix="step-bound-") as d:
@@ -185,6 +194,12 @@ def main() -> None:
                "ceiling_all_but_matmul_free": round(lit / mm, 2) if mm else None,
                "ceiling_at_matmul_peak": round(lit / (flops / (peak * 1e9)), 2),
                "real_token_share": round(plain["real_tokens"], 3)}
+        if a.bf16:
+            cfg.runtime.precision = "bf16-mixed"
+            with tempfile.TemporaryDirectory(prefix="step-bound-") as d:
+                bf16 = lightning_step(cfg, tok, pairs, a.warmup + a.steps + 1, a.warmup, Path(d))
+            row["lightning_step_ms_bf16_mixed"] = round(bf16 * 1000, 1)
+            row["bf16_mixed_speedup"] = round(lit / bf16, 2)
         report["variants"][variant] = row
         print(f"\n{variant}: {row['lightning_step_ms']} ms per step in Lightning ({row['token_slots_per_s']} token "
               f"slots/s), {row['plain_step_ms']} ms without it; {row['step_gflop']} GFLOP of matmuls per step, "
@@ -194,6 +209,9 @@ def main() -> None:
         print(f"  matmuls run at {row['matmul_gflops_achieved']} GFLOP/s ({row['matmul_gflops_achieved'] / peak:.0%} "
               f"of the peak); ceilings at the same arithmetic: {row['ceiling_all_but_matmul_free']}x with every "
               f"other op free, {row['ceiling_at_matmul_peak']}x with that and the matmuls at the peak", flush=True)
+        if a.bf16:
+            print(f"  under bf16-mixed: {row['lightning_step_ms_bf16_mixed']} ms per step in Lightning "
+                  f"({row['bf16_mixed_speedup']}x the fp32 step)", flush=True)
     base = report["variants"].get("baseline")
     if base:
         for name, row in report["variants"].items():
