@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from pretrain_demo import CACHE, REFERENCE, demo_data  # the demo's cached examples, the same reference (benchmarks/)
+from pretrain_demo import CACHE, REFERENCE, demo_data, reference_checkout  # benchmarks/: the demo's data
 from pretrain_step import matmul_peak_gflops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,19 +107,14 @@ def main() -> None:
     print(f"fp32 matmul peak on this machine: {peak:.0f} GFLOP/s; {torch.get_num_threads()} threads", flush=True)
     print(f"recipe ({a.recipe}): {len(recipe['modes'])} modes x {len(recipe['seeds'])} seeds, "
           f"{recipe['epochs']} epochs, {recipe['feature_epochs']} on frozen features", flush=True)
-    ref = Path(tempfile.mkdtemp(prefix="bench-ref-"))
-    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(ref), a.reference], cwd=ROOT, check=True,
-                   capture_output=True)
     runs: dict[str, list[dict]] = {"reference": [], "current": []}
-    try:
+    with reference_checkout(a.reference) as ref:
         for _ in range(a.repeats):
             for name, code in (("reference", ref), ("current", ROOT)):
                 r = run_once(code, export, overrides)
                 runs[name].append(r)
                 print(f"{name:9s} stage {r['wall_s']:6.1f} s; modes "
                       + ", ".join(f"{mode} {s:.1f}" for mode, s in r["mode_s"].items()), flush=True)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
     report = {"reference": a.reference, "recipe": recipe, "matmul_peak_gflops": round(peak),
               "pretrain_steps": a.pretrain_steps, "versions": {}}
     for name, rs in runs.items():

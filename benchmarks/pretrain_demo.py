@@ -16,6 +16,7 @@ floating-point noise). The last line is one JSON object with the ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -49,6 +50,18 @@ def demo_data() -> tuple[Path, Path]:
         for stage in ("prepare_corpus", "train_wordpiece", "make_pairs"):
             subprocess.run([sys.executable, "-m", f"stages.{stage}", *paths], cwd=ROOT, check=True)
     return tok, pairs
+
+
+@contextlib.contextmanager
+def reference_checkout(rev: str):
+    """A temporary git worktree of ``rev`` (the version a benchmark compares against), removed afterwards."""
+    ref = Path(tempfile.mkdtemp(prefix="bench-ref-"))
+    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(ref), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield ref
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
 
 
 def _follow_steps(stream, state: dict) -> None:
@@ -114,12 +127,9 @@ def main() -> None:
     tok, pairs = demo_data()
     peak = matmul_peak_gflops()
     print(f"fp32 matmul peak on this machine: {peak:.0f} GFLOP/s; {torch.get_num_threads()} threads", flush=True)
-    ref = Path(tempfile.mkdtemp(prefix="bench-ref-"))
-    subprocess.run(["git", "worktree", "add", "--detach", "-f", str(ref), a.reference], cwd=ROOT, check=True,
-                   capture_output=True)
     slots = 32 * 128
     report = {"reference": a.reference, "steps": a.steps, "matmul_peak_gflops": round(peak), "variants": {}}
-    try:
+    with reference_checkout(a.reference) as ref:
         for variant in a.variants.split(","):
             runs = {"reference": [], "current": []}
             for _ in range(a.repeats):
@@ -141,8 +151,6 @@ def main() -> None:
             row["peak_rss_ratio"] = round(row["current"]["peak_rss_mb"] / row["reference"]["peak_rss_mb"], 2)
             print(f"{variant:14s} speed-up {row['speedup']}x, peak RSS ratio {row['peak_rss_ratio']}", flush=True)
             report["variants"][variant] = row
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, capture_output=True)
     print(json.dumps(report))
 
 
