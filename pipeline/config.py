@@ -94,18 +94,18 @@ def validate(cfg: DictConfig) -> None:
                               "expected nsp_pairs (packed sequences have no sentence pairs to classify)")
     if "masking" in cfg:
         _check(cfg, "masking.mlm_probability", lambda v: _number(v) and 0 < v < 1, "a probability in (0, 1)")
-        for k in ("mask_token_prob", "random_token_prob", "keep_prob"):
-            _check(cfg, f"masking.{k}", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
-        m = cfg.masking
-        total = m.mask_token_prob + m.random_token_prob + m.keep_prob
-        if abs(total - 1) > 1e-6:
-            raise ConfigError(
-                f"masking.mask_token_prob + random_token_prob + keep_prob = {total:g} is not allowed: expected 1 "
-                f"(got {m.mask_token_prob}, {m.random_token_prob}, {m.keep_prob})")
+        _check_procedure(cfg, "masking")
         _check(cfg, "masking.max_predictions_per_seq", lambda v: v is None or (_int(v) and v >= 1),
                "an integer >= 1 or null (optional: no cap beyond the ratio)")
         _check(cfg, "masking.whole_word", lambda v: isinstance(v, bool), "true or false")
         _check(cfg, "masking.static", lambda v: isinstance(v, bool), "true or false")
+    if "eval_set" in cfg:
+        _check(cfg, "eval_set.mlm_probability", lambda v: _number(v) and 0 < v < 1, "a share in (0, 1)")
+        _check_procedure(cfg, "eval_set")
+        _check(cfg, "eval_set.mask_token_prob", lambda v: v > 0,
+               "more than 0 (the headline scores the positions shown as [MASK])")
+        _check(cfg, "eval_set.max_sequences", lambda v: v is None or (_int(v) and v >= 1),
+               "a positive integer or null (optional: all valid examples)")
     if "model" in cfg:
         lm = cfg.get("objective", {}).get("lm", "masked")
         arch = cfg.model.get("architecture", "bert")
@@ -179,6 +179,18 @@ def validate(cfg: DictConfig) -> None:
                               "clipped before a fused AdamW unscales them), or runtime.precision=bf16-mixed")
         _check(cfg, "runtime.num_threads", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional)")
+
+
+def _check_procedure(cfg: DictConfig, group: str) -> None:
+    """What a chosen piece becomes (``<group>.mask_token_prob``, ``random_token_prob``, ``keep_prob``): shares of 1."""
+    for k in ("mask_token_prob", "random_token_prob", "keep_prob"):
+        _check(cfg, f"{group}.{k}", lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
+    m = cfg[group]
+    total = m.mask_token_prob + m.random_token_prob + m.keep_prob
+    if abs(total - 1) > 1e-6:
+        raise ConfigError(
+            f"{group}.mask_token_prob + random_token_prob + keep_prob = {total:g} is not allowed: expected 1 "
+            f"(got {m.mask_token_prob}, {m.random_token_prob}, {m.keep_prob})")
 
 
 def check_suite(cfg: DictConfig) -> None:

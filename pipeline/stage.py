@@ -2,7 +2,7 @@
 
 The rule for where settings are read: each stage has one function
 ``run(cfg) -> metrics`` in the module that implements it
-(``pipeline/data/corpus.py``, ``data/wordpiece.py``, ``data/pairs.py``,
+(``pipeline/data/corpus.py``, ``data/wordpiece.py``, ``data/pairs.py``, ``data/eval_set.py``,
 ``pretrain/run.py``, ``finetune/run.py``, ``report/run.py``). It is the only
 code of the stage that reads ``cfg``: it unpacks the settings into plain
 arguments and small dataclasses for everything below it, and ``instantiate``s

@@ -46,6 +46,7 @@ STAGE_OUTPUTS = {
     "prepare_corpus": ("corpus", "metrics"),
     "train_wordpiece": ("tokenizer", "metrics"),
     "make_pairs": ("pairs", "metrics"),
+    "eval_set": ("eval_set",),
     "pretrain": ("pretrain", "metrics", "plots"),
     "finetune": ("metrics",),
     "probe": ("metrics",),

@@ -92,7 +92,7 @@ def test_only_the_stage_run_modules_and_the_plumbing_read_the_config():
                if "DictConfig" in p.read_text(encoding="utf-8")}
     assert readers == {
         "pipeline/config.py", "pipeline/stage.py", "pipeline/variants.py", "pipeline/tracking.py",
-        "pipeline/data/corpus.py", "pipeline/data/wordpiece.py", "pipeline/data/pairs.py",
+        "pipeline/data/corpus.py", "pipeline/data/wordpiece.py", "pipeline/data/pairs.py", "pipeline/data/eval_set.py",
         "pipeline/pretrain/run.py", "pipeline/finetune/run.py", "pipeline/report/run.py",
         "pipeline/report/probe.py"}
 

@@ -46,14 +46,29 @@ def _finetune(scores: dict, pretrain_seed: int) -> dict:
             "dev_examples": 200, "pretrain_run_id": "x", "modes": modes, "mode_order": list(modes)}
 
 
-def _pretrain(plots: str, lm: str, final_acc: float) -> dict:
-    """A pretraining run's metrics, and its curves where the pretrain stage writes them (plots/, DVC-tracked)."""
+FLOORS = {"majority": 0.07, "left": 0.20, "left_right": 0.33, "clean_left": 0.22, "clean_left2": 0.27,
+          "clean_left_right": 0.37}  # each floor's accuracy at the fixed set's masked positions
+
+
+def _floors(folder: Path) -> None:
+    """The eval_set stage's meta.json: the count-based floors the report reads."""
+    write_json(folder / "meta.json", {"floors": {n: {"masked": v, "replaced": v, "unchanged": v, "all": v}
+                                                 for n, v in FLOORS.items()}})
+
+
+def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = None) -> dict:
+    """A pretraining run's metrics, and its curves where the pretrain stage writes them (plots/, DVC-tracked): the
+    fixed set's accuracy rises linearly to ``fixed_acc`` over steps 25 to 100 (tokens 1,000 a step, 0.1 s a step)."""
     Path(plots).mkdir(parents=True, exist_ok=True)
+    fixed_acc = final_acc if fixed_acc is None else fixed_acc
     for split, steps in (("train", range(0, 101, 10)), ("val", (50, 100))):
         rows = [f"{step},{9 - 3 * step / 100},{final_acc * step / 100}" for step in steps]
         Path(plots, f"pretrain_{split}.csv").write_text("\n".join([f"step,loss,{lm}_acc", *rows]) + "\n")
+    rows = [f"{step},{fixed_acc * step / 100},{1000 * step},{0.1 * step},{1e9 * step}" for step in (25, 50, 75, 100)]
+    Path(plots, "pretrain_fixed.csv").write_text("\n".join(["step,acc_masked,tokens,seconds,flops", *rows]) + "\n")
     return {"mlflow_run_id": _run_id(), "steps": 100, "train_seconds": 12.0, f"val/{lm}_acc": final_acc,
-            "val/loss": 6.0, "val/perplexity": 150.0}
+            "val/loss": 6.0, "val/perplexity": 150.0, "lm": lm, "fixed/acc_masked": fixed_acc,
+            "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0}
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +77,10 @@ def report(tmp_path_factory):
     m = root / "metrics"
     cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
-                   f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}"])
+                   f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
+                   f"paths.eval_set={root / 'eval_set'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
+    _floors(root / "eval_set")
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))
@@ -151,7 +168,8 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
     cfg = compose([*CI, "suite=table6", "grid.families=[features,nsp,objective]", f"paths.metrics={m}",
                    f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'plots'}",
                    f"paths.variants.plots={tmp_path / 'plots' / 'variants'}", f"paths.reports={tmp_path / 'reports'}",
-                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"])
+                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.eval_set={tmp_path / 'eval_set'}"])
+    _floors(tmp_path / "eval_set")
     assert sorted(cfg.finetunes) == sorted(f"{r}-{t}" for r in cfg.runs for t in ("mnli_m", "mrpc", "sst2"))
     assert cfg.finetunes["ltr-s1-mrpc"].out == f"{m}/variants/ltr-s1/tasks/mrpc"
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})

@@ -8,9 +8,11 @@ them ([CLS], [SEP] and padding are never predicted or used as context).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
+from pipeline.data.eval_set import EvalSet
 from pipeline.model.elmo import ElmoConfig, ElmoLM
-from pipeline.model.static import StaticConfig, StaticEmbeddings
+from pipeline.model.static import StaticConfig, StaticEmbeddings, context_windows, shifted
 from pipeline.pretrain.module import PretrainingModule, batch_seed
 
 torch.serialization.add_safe_globals([StaticConfig, ElmoConfig])
@@ -28,9 +30,9 @@ class StaticPretraining(PretrainingModule):
     lm = "w2v"
 
     def __init__(self, config: StaticConfig, noise: torch.Tensor, *, optim: dict, max_steps: int, seed: int,
-                 cls_id: int, sep_id: int, fused_optimizer: bool = True):
-        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters(ignore=["noise", "seed"])
+                 cls_id: int, sep_id: int, fused_optimizer: bool = True, eval_set: EvalSet | None = None):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
+        self.save_hyperparameters(ignore=["noise", "seed", "eval_set"])
         self.model = StaticEmbeddings(config)
         self.register_buffer("noise", noise, persistent=False)  # (V,) unigram ** 3/4
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
@@ -52,6 +54,21 @@ class StaticPretraining(PretrainingModule):
             self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
         return loss
 
+    def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden piece from its clean window, as each kind was trained: CBOW scores each piece's context
+        vector against the mean of the window's word vectors; skip-gram each piece's word vector against the
+        window's context vectors (the sum of the log-odds it was trained on). A softmax over those scores gives
+        the loss; it is not what word2vec optimised, so only the accuracy compares."""
+        m, ids, w = self.model, batch["input_ids"], self.model.config.window
+        ok = context_windows(_text(batch, self.cls_id, self.sep_id), w)[..., None]    # (B, T, 2w, 1)
+        scored = batch["kind"] >= 0
+        if m.config.kind == "cbow":
+            h = (m.embeddings(shifted(ids, w)) * ok).sum(2) / ok.sum(2).clamp(min=1)  # (B, T, d)
+            logits = h[scored] @ m.context.weight.T
+        else:
+            logits = (m.context(shifted(ids, w)) * ok).sum(2)[scored] @ m.embeddings.weight.T
+        return self.scored_from_logits(logits, ids[scored])
+
 
 class BiLMPretraining(PretrainingModule):
     """ELMo's two language models, each predicting its next token at a random share of the positions."""
@@ -59,9 +76,9 @@ class BiLMPretraining(PretrainingModule):
     lm = "bilm"
 
     def __init__(self, config: ElmoConfig, *, optim: dict, max_steps: int, seed: int, cls_id: int, sep_id: int,
-                 fused_optimizer: bool = True):
-        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters(ignore=["seed"])
+                 fused_optimizer: bool = True, eval_set: EvalSet | None = None):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
+        self.save_hyperparameters(ignore=["seed", "eval_set"])
         self.model = ElmoLM(config)
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
 
@@ -84,3 +101,15 @@ class BiLMPretraining(PretrainingModule):
             self.log("val/bilm_acc", acc, on_epoch=True, prog_bar=True, batch_size=B)
             self.val_lm_loss.update(loss.detach(), weight=n)
         return loss
+
+    def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden piece from both directions of the clean sequence: the forward LM's prediction from the
+        position before it and the backward LM's from the position after it, combined as a product of experts
+        (their log-probabilities summed, then renormalised). Neither LM reads the other side, as in pretraining."""
+        scored = batch["kind"] >= 0
+        before, after = torch.zeros_like(scored), torch.zeros_like(scored)
+        before[:, :-1], after[:, 1:] = scored[:, 1:], scored[:, :-1]  # row-major order is that of the scored ones
+        _, fwd, bwd = self.model.directions(batch["input_ids"], batch["attention_mask"])
+        logp = F.log_softmax(self.model.softmax(fwd[-1][before]).float(), -1) + \
+            F.log_softmax(self.model.softmax(bwd[-1][after]).float(), -1)
+        return self.scored_from_logits(logp, batch["input_ids"][scored])

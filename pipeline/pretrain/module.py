@@ -9,6 +9,7 @@ seed per stored example, so an example always gets the same mask.
 from __future__ import annotations
 
 import logging
+import time
 
 import lightning.pytorch as L
 import torch
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from pipeline.data.eval_set import KINDS, EvalSet
 from pipeline.data.masking import MaskingConfig, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
@@ -36,15 +38,24 @@ def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
 class PretrainingModule(L.LightningModule):
     """What every pretraining objective shares: its optimiser and schedule, a loss that must stay finite, the
     RNG state in checkpoints (a resumed run draws what the uninterrupted one would), resuming at another world
-    size, and perplexity over a whole validation pass. ``model`` is the network being pretrained; each subclass
-    defines ``step(batch, batch_idx, split) -> loss``, which the training and validation hooks call."""
+    size, perplexity over a whole validation pass, and the fixed evaluation set scored at every validation
+    (``fixed/*``, with the tokens, FLOPs and seconds of training so far, for learning curves against the
+    floors). ``model`` is the network being pretrained; each subclass defines ``step(batch, batch_idx, split) ->
+    loss``, which the training and validation hooks call, ``fixed_scores`` (its prediction and loss at the
+    fixed set's scored positions, reading what that kind of model reads) and ``step_flops``."""
 
     model: torch.nn.Module
+    FIXED_BATCH = 64  # sequences per forward pass over the fixed evaluation set
 
-    def __init__(self, *, optim: dict, max_steps: int, fused_optimizer: bool = True):
+    def __init__(self, *, optim: dict, max_steps: int, fused_optimizer: bool = True, eval_set: EvalSet | None = None):
         super().__init__()
         self.optim, self.max_steps, self.fused = optim, max_steps, fused_optimizer
         self.val_lm_loss = MeanMetric()  # per predicted token, for perplexity
+        self.eval_set = eval_set
+        # Training so far, summed over processes: real tokens, token slots (padding too), matmul FLOPs, seconds
+        # in training steps (validation and checkpoints excluded). Kept in checkpoints, so a resumed run goes on.
+        self.seen = {"tokens": 0, "token_slots": 0, "flops": 0.0, "seconds": 0.0}
+        self._batch_start = 0.0
 
     def logs_this_step(self) -> bool:
         """Whether training metrics logged now reach the logger (every ``trainer.log_every_n_steps`` steps)."""
@@ -62,7 +73,23 @@ class PretrainingModule(L.LightningModule):
         return str(cb.dirpath) if cb is not None and cb.dirpath else "(no checkpoint directory)"
 
     def training_step(self, batch, batch_idx):
-        return self.step(batch, batch_idx, "train")
+        loss = self.step(batch, batch_idx, "train")
+        B, T = batch["input_ids"].shape
+        world = self.trainer.world_size if self._trainer is not None else 1
+        self.seen["tokens"] += world * int(batch["attention_mask"].sum())
+        self.seen["token_slots"] += world * B * T
+        self.seen["flops"] += world * float(self.step_flops(B, T))
+        return loss
+
+    def on_train_batch_start(self, batch, batch_idx) -> None:
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        self.seen["seconds"] += time.perf_counter() - self._batch_start
+
+    def step_flops(self, batch_size: int, length: int) -> float:
+        """Matmul FLOPs of one training step on a (batch_size, length) batch (forward and backward)."""
+        return self.model.config.train_flops_per_token(length) * batch_size * length
 
     def validation_step(self, batch, batch_idx):
         self.step(batch, batch_idx, "val")
@@ -72,16 +99,51 @@ class PretrainingModule(L.LightningModule):
         if self.val_lm_loss.update_count:
             self.log("val/perplexity", torch.exp(self.val_lm_loss.compute()))
         self.val_lm_loss.reset()
+        if self.eval_set is not None:
+            for k, v in {**self.fixed_metrics(), **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
+                self.log(k, v)
+
+    @torch.no_grad()
+    def fixed_metrics(self) -> dict[str, float]:
+        """Accuracy on the fixed set's scored positions of each kind (``fixed/acc_masked``: the headline), and
+        the mean loss at the masked ones (``fixed/loss_masked``)."""
+        hits, counts, loss = torch.zeros(len(KINDS)), torch.zeros(len(KINDS)), 0.0
+        for batch in self.eval_set.batches(self.FIXED_BATCH):
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            kinds = batch["kind"][batch["kind"] >= 0]
+            predictions, nll = self.fixed_scores(batch)
+            right = (predictions == batch["input_ids"][batch["kind"] >= 0]).float().cpu()
+            kinds = kinds.cpu()
+            for i in range(len(KINDS)):
+                hits[i] += right[kinds == i].sum()
+                counts[i] += (kinds == i).sum()
+            loss += float(nll.float().cpu()[kinds == 0].sum())
+        out = {f"fixed/acc_{k}": float(hits[i] / counts[i]) for i, k in enumerate(KINDS) if counts[i]}
+        out["fixed/loss_masked"] = loss / float(counts[0])
+        return out
+
+    def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``
+        >= 0, in row-major order. ``batch`` holds the clean ``input_ids``, the ``corrupted`` ones, segments,
+        attention mask and kinds (``pipeline.data.eval_set.EvalSet.batches``)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def scored_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = logits.float()
+        return logits.argmax(-1), F.cross_entropy(logits, targets, reduction="none")
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Dropout draws from torch's global generator: save it so a resumed run draws what the
         # uninterrupted run would have (masks and data order have their own seeded generators).
         checkpoint["torch_rng_state"] = torch.get_rng_state()
         checkpoint["world_size"] = self.trainer.world_size
+        checkpoint["seen"] = dict(self.seen)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
+        self.seen.update(checkpoint.get("seen", {}))
         saved = checkpoint.get("world_size", 1)
         if self._trainer is not None and saved != self.trainer.world_size:
             # The loader's position counts batches of another split of the data: start the data afresh
@@ -102,9 +164,10 @@ class BertPretraining(PretrainingModule):
 
     def __init__(self, config: BertConfig, masking: MaskingConfig, *, nsp: bool, optim: dict, max_steps: int,
                  seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None,
-                 fused_optimizer: bool = True):
-        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer)
-        self.save_hyperparameters(ignore=["continuation", "seed"])  # seed + pretrain_seed: logged as the config
+                 fused_optimizer: bool = True, eval_set: EvalSet | None = None):
+        super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
+        # seed + pretrain_seed: logged as the config; the fixed set: a DVC-tracked file
+        self.save_hyperparameters(ignore=["continuation", "seed", "eval_set"])
         self.continuation = continuation  # (V,) bool, for whole-word masking
         self.model = BertForPreTraining(config)
         self.ltr = config.causal
@@ -115,6 +178,23 @@ class BertPretraining(PretrainingModule):
         # Accumulated over a whole validation pass (counts, not means of means).
         self.val_lm_acc = MulticlassAccuracy(num_classes=config.vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
+
+    def step_flops(self, batch_size: int, length: int) -> float:
+        # The LM head runs at the predicted share of positions: the mask ratio, or every position left to right.
+        share = 1.0 if self.ltr else self.masking.mlm_probability
+        return self.model.config.train_flops_per_token(length, share) * batch_size * length
+
+    def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A masked LM reads the corrupted sequence and predicts at the scored position itself; a left-to-right LM
+        reads the clean one and predicts each scored piece from the position before it (its left context)."""
+        scored = batch["kind"] >= 0
+        at = scored
+        if self.ltr:
+            at = torch.zeros_like(scored)
+            at[:, :-1] = scored[:, 1:]  # row-major order of (r, c - 1) is that of (r, c)
+        inputs = batch["input_ids"] if self.ltr else batch["corrupted"]
+        h = self.model.bert(inputs, batch["token_type_ids"], batch["attention_mask"]).last_hidden_state
+        return self.scored_from_logits(self.model.cls.predictions(h[at]), batch["input_ids"][scored])
 
     def _mask(self, batch: dict, batch_idx: int, split: str) -> tuple[torch.Tensor, torch.Tensor]:
         ids = batch["input_ids"]

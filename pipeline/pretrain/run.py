@@ -22,6 +22,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data.datamodule import PairsDataModule
+from pipeline.data.eval_set import EvalSet
+from pipeline.data.ngram import FLOORS_OF
 from pipeline.data.masking import MaskingConfig, continuation_table
 from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
@@ -35,6 +37,7 @@ from pipeline.model.hf import config_from_hf, load_hf, save_hf
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
 from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
 from pipeline.pretrain.module import BertPretraining, PretrainingModule
+from pipeline.pretrain.objectives import metric_prefix
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
@@ -77,10 +80,10 @@ def run(cfg: DictConfig) -> dict:
         else:
             save_model(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)
         write_json(tmp / "run.json", {"mlflow_run_id": logger.run_id})
-    metrics = {**final, "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
+    metrics = {**final, "lm": metric_prefix(cfg.objective.lm), "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
                "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
                "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id, **cost(cfg, module)}
-    record(cfg, logger, metrics)
+    record(cfg, logger, metrics, module.eval_set.floors)
     folder.remove()
     return metrics
 
@@ -111,7 +114,8 @@ def build_module(cfg: DictConfig, tok) -> PretrainingModule:
     ids = special_ids(tok)
     config = model_config(cfg, tok.get_vocab_size())
     common = dict(optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=training_seed(cfg),
-                  cls_id=ids["cls"], sep_id=ids["sep"], fused_optimizer=cfg.runtime.fused_optimizer)
+                  cls_id=ids["cls"], sep_id=ids["sep"], fused_optimizer=cfg.runtime.fused_optimizer,
+                  eval_set=EvalSet(cfg.paths.eval_set))
     if isinstance(config, StaticConfig):
         counts = PairsDataset(Path(cfg.paths.pairs) / "train").token_counts(config.vocab_size)
         counts[[ids[k] for k in ("pad", "cls", "sep", "mask", "unk")]] = 0  # never drawn as noise
@@ -206,10 +210,13 @@ def build_trainer(cfg: DictConfig, logger, root: Path, checkpoints: Path) -> L.T
     )
 
 
-def record(cfg: DictConfig, logger, metrics: dict) -> None:
-    """``metrics/pretrain.json``, the curves for ``dvc plots``, and the export and metrics as MLflow artifacts."""
+def record(cfg: DictConfig, logger, metrics: dict, floors: dict[str, dict[str, float]]) -> None:
+    """``metrics/pretrain.json``, the curves for ``dvc plots``, the floors beside this kind of LM (``floor/<name>``:
+    their accuracy at the fixed set's masked positions), and the export and metrics as MLflow artifacts."""
     run_id = logger.run_id
     write_json(Path(cfg.paths.metrics) / "pretrain.json", metrics)
+    for name in FLOORS_OF[metric_prefix(cfg.objective.lm)]:
+        logger.experiment.log_metric(run_id, f"floor/{name}", floors[name]["masked"])
     write_curves(logger.experiment, run_id, Path(cfg.paths.plots))
     if cfg.tracking.get("log_model", True):
         logger.experiment.log_artifacts(run_id, str(Path(cfg.paths.pretrain) / "hf"), artifact_path="hf")
@@ -224,11 +231,17 @@ def _scratch_dir():
         yield Path(d)
 
 
+# The fixed evaluation set along training (``plots/pretrain_fixed.csv``): what the report's learning curves draw.
+FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", "fixed/loss_masked",
+               "fixed/tokens", "fixed/token_slots", "fixed/flops", "fixed/seconds")
+
+
 def write_curves(client, run_id: str, plots_dir: Path) -> None:
-    """Training and validation curves from MLflow, as CSV files for ``dvc plots``."""
+    """Training, validation and fixed-set curves from MLflow, as CSV files for ``dvc plots``."""
     for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/ltr_acc", "train/bilm_acc", "train/nsp_acc"],
                         "val": ["val/loss", "val/mlm_acc", "val/ltr_acc", "val/bilm_acc", "val/nsp_acc",
-                                "val/perplexity"]}.items():
+                                "val/perplexity"],
+                        "fixed": [*FIXED_CURVE]}.items():
         series = {k: dict(metric_history(client, run_id, k)) for k in keys}
         series = {k: v for k, v in series.items() if v}
         steps = sorted({s for v in series.values() for s in v})

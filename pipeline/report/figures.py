@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
+from pipeline.report.fixed import read_curve as read_fixed_curve  # noqa: E402
 from pipeline.report.results import classical_name, percent  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
@@ -68,6 +69,45 @@ def curves_figure(runs: list[tuple[str, str, str]], title: str):
         ax.grid(alpha=0.3)
     ax_acc.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title: str):
+    """Accuracy at the fixed set's masked positions along pretraining, against steps and training seconds: per row
+    the mean over its pretraining runs with a band from the lowest to the highest run, the floors as named
+    horizontal lines, and a star where the mean first rises above each floor that reads context."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for i, (label, plots) in enumerate(rows):
+        curves = [c for c in (read_fixed_curve(p) for p in plots) if c]
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        color = COLORS[i % len(COLORS)]
+        acc = [[100 * c[j]["acc_masked"] for c in curves] for j in range(n)]
+        mean = [sum(a) / len(a) for a in acc]
+        for ax, key in zip(axes, ("step", "seconds")):
+            xs = [sum(c[j].get(key, 0.0) for c in curves) / len(curves) for j in range(n)]
+            ax.plot(xs, mean, "o-", color=color, lw=1.5, markersize=3,
+                    label=f"{label} ({len(curves)} run{'s' if len(curves) > 1 else ''})" if ax is axes[0] else None)
+            if len(curves) > 1:
+                ax.fill_between(xs, [min(a) for a in acc], [max(a) for a in acc], color=color, alpha=0.2, lw=0)
+            for floor in floors[1:]:
+                j = next((j for j in range(n) if mean[j] > 100 * floor["accuracy"]), None)
+                if j is not None:
+                    ax.plot([xs[j]], [mean[j]], "*", color=color, markersize=11)
+    for ax, xlabel in zip(axes, ("pretraining step", "training seconds (validation excluded)")):
+        for floor in floors:
+            y = 100 * floor["accuracy"]
+            ax.axhline(y, ls="--", color="#555", lw=0.9)
+            ax.annotate(f"{floor['short']} {y:.1f}%", (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=7, color="#333")
+        ax.set(xlabel=xlabel, ylim=(0, max([100 * f["accuracy"] for f in floors] + [ax.get_ylim()[1]]) + 3))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy at the masked positions (%)")
+    axes[0].set_title(f"{title}: the fixed evaluation set", fontsize=10)
+    axes[1].set_title("dashed: count-based floors; star: the mean rises above one", fontsize=9)
+    fig.legend(loc="lower center", ncol=min(4, max(1, len(rows))), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 0.95, 1))
     return fig
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.report.figures import bars_figure, contextuality_figure, curves_figure, png, suite_figure
+from pipeline.report.figures import (bars_figure, contextuality_figure, curves_figure, fixed_curves_figure, png,
+                                     suite_figure)
 from pipeline.report.results import BASELINE, classical_name, fmt, percent
 
 
@@ -38,6 +39,60 @@ def vs(metric: str, c: dict | None) -> str:
         return f"{diff} ({c['verdict']})"
     lo, hi = (f"{'+' if v >= 0 else '−'}{fmt(metric, abs(v))}" for v in (c["low"], c["high"]))
     return f"{diff} [{lo}, {hi}], p = {c['p']:.3f}: {c['verdict']}{' (borderline)' if c['borderline'] else ''}"
+
+
+def fixed_cell(s: dict | None) -> str:
+    """A row's fixed-set accuracy at the masked positions: mean [interval] (pretraining runs)."""
+    if not s:
+        return "—"
+    interval = f" [{100 * s['low']:.1f}, {100 * s['high']:.1f}]" if s["low"] is not None else ""
+    return f"{100 * s['mean']:.1f}{interval} ({len(s['units'])} runs)"
+
+
+def crossing_text(c: dict | None) -> str:
+    """Where a row's runs crossed a floor: step, tokens, seconds, FLOPs (means over the runs that did)."""
+    if not c or not c["runs"]:
+        return "—"
+    if not c["crossed"]:
+        return f"not reached (0 of {c['runs']} runs)"
+    parts = [f"step {c['step']:.0f}"]
+    if c.get("tokens") is not None:
+        parts.append(f"{c['tokens'] / 1e6:.2f}M tokens")
+    if c.get("seconds") is not None:
+        parts.append(f"{c['seconds']:.0f} s")
+    if c.get("flops") is not None:
+        parts.append(f"{c['flops'] / 1e12:.1f} TFLOP")
+    return ", ".join(parts) + f" ({c['crossed']} of {c['runs']} runs)"
+
+
+def intrinsic_section(doc: "Doc", res: dict) -> None:
+    """The baseline on the fixed evaluation set against the count-based floors, before any ablation is read."""
+    it = res.get("intrinsic")
+    if not it:
+        return
+    doc.heading("Has the baseline learned language? The fixed evaluation set against count-based floors")
+    doc.para("Every pretraining run is scored on one fixed evaluation set: the held-out sequences with 15% of their "
+             "pieces chosen once and corrupted once (80% [MASK], 10% a random piece, 10% unchanged), the same "
+             "for every row whatever its own masking. The headline is the accuracy at the [MASK] positions. The "
+             "floors are count tables from the pretraining examples, scored on the same positions and reading what "
+             "the model reads (a masked neighbour is masked for the table too): a model below the bigram floor "
+             "predicts piece frequencies, not language.", cls="note")
+    rows = [["the baseline (BERT)", fixed_cell(it["fixed"]), "—", "—"]]
+    for fl in it["floors"]:
+        rows.append([f"floor: {fl['label']}", f"{100 * fl['accuracy']:.1f}", vs("accuracy", it["vs_floors"][fl["name"]]),
+                     crossing_text(it["crossings"].get(fl["name"]))])
+    confidence = round(100 * res["method"]["confidence"])
+    doc.table(["", "accuracy at masked positions (%)", "the baseline against it", "where the baseline's runs crossed it"],
+              rows, caption=f"The baseline's mean over its pretraining runs [{confidence}% interval]; against each "
+                            "floor a one-sample t-test over the runs")
+    base = res["runs"][BASELINE]["pretrain"]
+    plots = [r["pretrain"]["plots"] for r in res["runs"].values() if r["variant"] == BASELINE]
+    doc.figure("baseline_fixed_curves.png", fixed_curves_figure([("baseline", plots)], it["floors"], "Baseline"),
+               "the baseline on the fixed evaluation set along pretraining")
+    if not it["learned"]:
+        doc.para(f"Warning: at {base['steps']} steps the baseline is not above the bigram floor. Every comparison "
+                 "below is made on a model that has not learned context; read them as the machinery working, not "
+                 "as evidence about BERT.", cls="question")
 
 
 def suite_cell(metric: str, cell: dict) -> str:
@@ -198,9 +253,15 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
         header = ["setting", f"dev {metric} (mean ± std)", f"vs {ref}"]
     else:
         header = ["setting", *[f"{mode_label(m)} dev {metric}" for m in modes], f"vs {ref}",
-                  "val LM accuracy", "val perplexity", "pretraining s", "parameters", "training FLOPs / token"]
+                  "fixed set: masked pieces %", f"vs {ref}: fixed set", "val LM accuracy (own masking)",
+                  "val perplexity", "pretraining s", "parameters", "training FLOPs / token"]
     header += [f"paper: {c}" for c in paper_cols]
     rows = []
+    blank = [""] * (len(header) - 1 - len(paper_cols))
+    first = next((f for f in fam.get("floors", []) if f["name"] == fam.get("first_generation")), None)
+    if first:  # a lineage's first generation: the n-gram LM, a count table
+        rows.append([f"n-gram count table ({first['label']})", *blank[:len(modes) + 1],
+                     f"{100 * first['accuracy']:.1f}", *blank[len(modes) + 2:], *[""] * len(paper_cols)])
     for r in fam["rows"]:
         paper = [str(r["paper"].get(c, "")) for c in paper_cols]
         if not r["ran"]:
@@ -219,8 +280,15 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
             ppl = f"{p['val_perplexity']:.1f}" if p["val_perplexity"] is not None else "—"
             size = f"{p['parameters'] / 1e6:.2f}M" if p.get("parameters") else "—"
             flops = f"{p['train_flops_per_token'] / 1e6:.2f}M" if p.get("train_flops_per_token") else "—"
-            rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], c, lm, ppl,
-                         f"{p['train_seconds']:.0f}", size, flops, *paper])
+            cf = vs("accuracy", r.get("vs_fixed")) if r.get("fixed") else "—"
+            if fam["reference_row"] == "the row above" and r.get("vs_fixed_row"):
+                cf = f"vs {r['vs_fixed_row']}: {cf}"
+            rows.append([r["label"], *[pm(metric, r["scores"].get(m)) for m in modes], c, fixed_cell(r.get("fixed")),
+                         cf, lm, ppl, f"{p['train_seconds']:.0f}", size, flops, *paper])
+    if fam["kind"] == "variant":  # the count-based floors, on the fixed set only
+        for fl in fam.get("floors", []):
+            rows.append([f"floor: {fl['label']}", *blank[:len(modes) + 1], f"{100 * fl['accuracy']:.1f}",
+                         *blank[len(modes) + 2:], *[""] * len(paper_cols)])
     if fam["classical"]:
         rows.append([("TF-IDF + logistic regression" if classical_name(task) == "TF-IDF" else
                       "sliding-window word overlap") + " (no pretraining)", fmt(metric, fam["classical"]["mean"]),
@@ -235,6 +303,19 @@ def family_section(doc: Doc, fam: dict, res: dict) -> None:
         doc.figure(f"{fam['name']}_bars.png", bars_figure(fam, metric, modes, task), f"{fam['title']}: dev {metric}")
         doc.para(f"Error bars: the {confidence}% interval of each row's mean, with the spread the table's test uses "
                  "(pooled over the family's rows for pretraining variants).", cls="note")
+    fixed_rows = [r for r in fam["rows"] if r.get("fixed")]
+    if fixed_rows:
+        doc.figure(f"{fam['name']}_fixed_curves.png",
+                   fixed_curves_figure([(r["label"], r["pretrain"]["plots_all"]) for r in fixed_rows],
+                                       fam.get("floors", []), fam["title"]),
+                   f"{fam['title']}: the fixed evaluation set along pretraining")
+        crossed = fam.get("floors", [])[1:]  # the floors that read context
+        if crossed:
+            doc.table(["setting", *[f"crosses: {f['label']} ({100 * f['accuracy']:.1f}%)" for f in crossed]],
+                      [[r["label"], *[crossing_text(r.get("crossings", {}).get(f["name"])) for f in crossed]]
+                       for r in fixed_rows],
+                      caption="Where each row's runs first rose above each floor on the fixed set (interpolated "
+                              "between validations; means over the runs that did)")
     curves = [(r["label"], r["pretrain"]["plots"], r["pretrain"]["lm"]) for r in fam["rows"]
               if r["ran"] and r["kind"] == "variant"]
     if len(curves) > 1:
@@ -275,6 +356,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
                 else f"{res['task']} ({ft['train_examples']} train / {ft['dev_examples']} dev examples)."))
     doc.heading("Method")
     doc.para(method_text(res), cls="note")
+    intrinsic_section(doc, res)
     doc.heading("Findings")
     doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
     for fam in res["families"]:

@@ -24,6 +24,7 @@ from scipy import stats as scipy_stats
 from pipeline.errors import ConfigError, DataError
 from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
+from pipeline.report import fixed
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
 
@@ -102,14 +103,19 @@ def score(runs: list[dict], mode: str, metric: str, confidence: float) -> dict |
 
 
 def pretrain_summary(pres: list[dict]) -> dict:
-    """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is ``mlm`` or ``ltr``."""
-    lm = next((k for k in ("ltr", "bilm", "mlm") if f"val/{k}_acc" in pres[0]), "w2v")
+    """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is the LM's metric prefix
+    (``mlm``, ``ltr``, ``bilm`` or ``w2v``). Its own validation accuracy (``val_lm_acc``, on its own masking) is
+    shown but never compared across rows; the fixed set's (``fixed_*``, the same positions for every row) is."""
+    lm = pres[0].get("lm") or next((k for k in ("ltr", "bilm", "mlm") if f"val/{k}_acc" in pres[0]), "w2v")
 
     def mean(key: str):
         values = [p[key] for p in pres if p.get(key) is not None]
         return round(float(np.mean(values)), 6) if values else None
 
     return {"lm": lm, "val_lm_acc": mean(f"val/{lm}_acc"), "val_perplexity": mean("val/perplexity"),
+            "fixed_acc": mean(fixed.HEADLINE), "fixed_units": fixed.units(pres),
+            "fixed_replaced": mean("fixed/acc_replaced"), "fixed_unchanged": mean("fixed/acc_unchanged"),
+            "fixed_loss": mean("fixed/loss_masked"),
             "val_loss": mean("val/loss"), "steps": pres[0].get("steps"), "train_seconds": mean("train_seconds"),
             "parameters": pres[0].get("parameters"), "train_flops_per_token": pres[0].get("train_flops_per_token"),
             "runs": len(pres), "mlflow_run_id": pres[0].get("mlflow_run_id"),
@@ -136,8 +142,10 @@ def choose_test(kind: str, row_mode: str, ref_mode: str) -> str:
 
 
 def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric: str, modes: list[str],
-                  confidence: float) -> dict:
-    """One family: its rows in order, each with our numbers, the paper's, and a tested comparison to the first row."""
+                  confidence: float, floors: dict[str, dict] | None = None) -> dict:
+    """One family: its rows in order, each with our numbers, the paper's, and a tested comparison to the first row,
+    downstream and on the fixed evaluation set (beside the count-based ``floors`` that apply, and where each row's
+    runs crossed them)."""
     rows = []
     for row in fam["rows"]:
         out = {"label": row["label"], "paper_row": row.get("paper"),
@@ -154,6 +162,7 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
                 out["scores"] = {m: score(variants[v], m, metric, confidence) for m in modes}
                 out["pretrain"] = pretrain_summary([r["pretrain"] for r in variants[v]])
                 out["pretrain"]["plots"] = variants[v][0]["plots"]  # its first run's curves (DVC-tracked CSVs)
+                out["pretrain"]["plots_all"] = [r["plots"] for r in variants[v]]
         rows.append(out)
     ran = [r for r in rows if r["ran"]]
     for r in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
@@ -179,10 +188,15 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
         test = choose_test(kind, r["name"], other["name"])
         r["vs"] = compare(r["primary"]["units"], other["primary"]["units"], test=test, confidence=confidence,
                           pooled=pooled, runs=(r["primary"]["n_finetune"], other["primary"]["n_finetune"]))
-    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": kind,
+    fam_floors = fixed.add_to_family(rows, floors or {}, previous, confidence, fam.get("first_generation")) \
+        if kind == "variant" else []
+    for r in rows:
+        if r.get("fixed"):
+            r["crossings"] = fixed.crossings(r["pretrain"]["plots_all"], fam_floors)
+    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": kind, "floors": fam_floors,
             "reference_row": "the row above" if previous else (ref["label"] if ref else None), "rows": rows,
             "classical": classical,
-            "paper": fam.get("paper") or [], "note": fam.get("note")}
+            "paper": fam.get("paper") or [], "note": fam.get("note"), "first_generation": fam.get("first_generation")}
 
 
 def _pool_intervals(scores: list[dict | None], confidence: float) -> tuple[float, int]:
@@ -264,6 +278,35 @@ def findings(families: list[dict], classical: dict | None, pretrained: dict | No
     return out
 
 
+def fixed_findings(intrinsic: dict | None, families: list[dict]) -> list[str]:
+    """The fixed evaluation set in sentences: the baseline against its floors first (a model below the bigram
+    floor has not learned what the ablations ask about), then each tested comparison of a family's rows."""
+    if not intrinsic:
+        return []
+    f = intrinsic["fixed"]
+    parts = [f"{fl['label']} {100 * fl['accuracy']:.1f}%: {describe(intrinsic['vs_floors'][fl['name']], 'accuracy')}"
+             for fl in intrinsic["floors"]]
+    out = [f"The baseline predicts {100 * f['mean']:.1f}% of the fixed evaluation set's masked pieces "
+           f"(mean over {len(f['units'])} pretraining runs); against the count-based floors: " + "; ".join(parts) + "."]
+    if not intrinsic["learned"]:
+        out.append("The baseline does not beat the bigram floor: it has learned piece frequencies, not context, so "
+                   "every ablation below is tested on a model that has not learned what it asks about.")
+    for fam in families:
+        for r in fam["rows"]:
+            c = r.get("vs_fixed")
+            if c is None or not r.get("fixed"):
+                continue
+            ref = next((x for x in fam["rows"] if x["label"] == r["vs_fixed_row"] and x.get("fixed")), None)
+            ref_mean = ref["fixed"]["mean"] if ref else None
+            how = "level with" if round(100 * abs(c["diff"]), 1) == 0 else \
+                f"{100 * abs(c['diff']):.1f} points {'above' if c['diff'] > 0 else 'below'}"
+            against = f"{100 * r['fixed']['mean']:.1f}% vs {100 * ref_mean:.1f}%" if ref_mean is not None else \
+                f"{100 * r['fixed']['mean']:.1f}%"
+            out.append(f"{fam['title']}, fixed evaluation set: {r['label']} is {how} {r['vs_fixed_row']} "
+                       f"({against} of the masked pieces; {describe(c, 'accuracy')}).")
+    return out
+
+
 def method(variants: dict[str, list[dict]], families: list[dict], metric: str, confidence: float) -> dict:
     """The design and the test in numbers: runs per row, the noise measured on the baseline's runs, and the
     false-positive rate and power of the test at that noise, by simulation."""
@@ -287,13 +330,16 @@ def method(variants: dict[str, list[dict]], families: list[dict], metric: str, c
     return out
 
 
-def headline(variants: dict[str, list[dict]], metric: str) -> dict[str, dict[str, float]]:
-    """The few numbers `dvc exp show` lists (``reports/summary.json``): per row of the grid, its LM's validation
-    accuracy and each fine-tuning mode's dev score, means over its runs."""
-    out = {}
+def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dict] | None = None) -> dict[str, dict]:
+    """The few numbers `dvc exp show` lists (``reports/summary.json``): per row of the grid, its accuracy on the
+    fixed evaluation set's masked positions, its LM's validation accuracy and each fine-tuning mode's dev score,
+    means over its runs; and each count-based floor's accuracy on the fixed set (``floors``)."""
+    out: dict[str, dict] = {"floors": {n: f["masked"] for n, f in floors.items()}} if floors else {}
     for v, runs in variants.items():
         pre = pretrain_summary([r["pretrain"] for r in runs])
-        row = {f"val_{pre['lm']}_acc": pre["val_lm_acc"]} if pre["val_lm_acc"] is not None else {}
+        row = {"fixed_acc": pre["fixed_acc"]} if pre["fixed_acc"] is not None else {}
+        if pre["val_lm_acc"] is not None:
+            row[f"val_{pre['lm']}_acc"] = pre["val_lm_acc"]
         for mode in runs[0]["finetune"]["modes"]:
             values = [x[metric] for r in runs if mode in r["finetune"]["modes"]
                       for x in r["finetune"]["modes"][mode]["runs"]]
@@ -303,18 +349,23 @@ def headline(variants: dict[str, list[dict]], metric: str) -> dict[str, dict[str
 
 
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
-                     confidence: float = 0.95, task: str | None = None) -> dict:
+                     confidence: float = 0.95, task: str | None = None, floors: dict[str, dict] | None = None) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
-    was fine-tuned; ``task``: a suite's task to read (``pipeline.report.suites`` adds the other columns).
+    was fine-tuned; ``task``: a suite's task to read (``pipeline.report.suites`` adds the other columns);
+    ``floors``: the count-based floors on the fixed evaluation set (its ``meta.json``).
     """
     results = load_runs(runs, task)
     variants = by_variant(results)
     ft = variants[BASELINE][0]["finetune"]
     metric = ft["metric"]
-    fams = [family_result(name, spec, variants, metric, modes, confidence) for name, spec in families.items()]
+    fams = [family_result(name, spec, variants, metric, modes, confidence, floors)
+            for name, spec in families.items()]
+    base_runs = variants[BASELINE]
+    intrinsic = fixed.baseline_check([r["pretrain"] for r in base_runs], [r["plots"] for r in base_runs],
+                                     floors or {}, confidence)
     classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
     pretrained = score(variants[BASELINE], "pretrained", metric, confidence)
     # The same numbers as nested mappings, which `dvc metrics show` and `dvc exp show` list (they skip lists).
@@ -329,11 +380,18 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
             c = r.get("vs")
             if c and c.get("low") is not None:
                 entry.update({"vs_diff": c["diff"], "vs_low": c["low"], "vs_high": c["high"], "vs_p": c["p"]})
+            if r.get("fixed"):
+                entry.update({f"fixed_{k}": r["fixed"][k] for k in ("mean", "low", "high") if r["fixed"][k] is not None})
+            c = r.get("vs_fixed")
+            if c and c.get("low") is not None:
+                entry.update({"fixed_vs_diff": c["diff"], "fixed_vs_low": c["low"], "fixed_vs_high": c["high"],
+                              "fixed_vs_p": c["p"]})
             table[f["name"]][r["name"]] = entry
-    return {"grid": grid, "table": table, "summary": headline(variants, metric), "task": ft["task"], "metric": metric,
-            "variant_modes": modes,
+    return {"grid": grid, "table": table, "summary": headline(variants, metric, floors), "task": ft["task"],
+            "metric": metric, "variant_modes": modes, "intrinsic": intrinsic,
             "method": method(variants, fams, metric, confidence), "families": fams,
-            "findings": findings(fams, classical, pretrained, metric, ft["task"], confidence),
+            "findings": fixed_findings(intrinsic, fams) + findings(fams, classical, pretrained, metric, ft["task"],
+                                                                   confidence),
             "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
                             "pretrain": {**pretrain_summary([r["pretrain"]]), "plots": r["plots"]},
                             "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]

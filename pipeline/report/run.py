@@ -24,7 +24,9 @@ def run(cfg: DictConfig) -> dict:
     suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
     families, modes = load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes)
     task = first_task(suite) if suite else None
-    res = ablation_results(runs, cfg.grid.name, families, modes, confidence=cfg.report.confidence, task=task)
+    floors = read_json(Path(cfg.paths.eval_set) / "meta.json")["floors"]  # the eval_set stage's count-based floors
+    res = ablation_results(runs, cfg.grid.name, families, modes, confidence=cfg.report.confidence, task=task,
+                           floors=floors)
     if suite:
         res = add_suite(res, runs, suite, families, modes, cfg.report.confidence)
     base = Path(runs[BASELINE]["metrics"])

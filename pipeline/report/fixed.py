@@ -1,0 +1,134 @@
+"""Each pretraining row on the fixed evaluation set: its score, its verdicts, the floors and where it crosses them.
+
+The fixed set (``pipeline.data.eval_set``) is the same task for every row, so
+this is where pretraining variants are compared on what pretraining itself
+learned, with the pretraining run as the unit: a row's number is the mean over
+its runs of the accuracy at the masked positions (``fixed/acc_masked``), rows
+are tested against the family's reference by the same pooled t-test as the
+downstream scores, and against each count-based floor (a deterministic number)
+by a one-sample t-test. The learning curves (``plots/pretrain_fixed.csv``, one
+point per validation) give where each run first crossed each floor, in steps,
+tokens, seconds and FLOPs (linear interpolation between validations).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from pipeline.data.ngram import FLOORS, FLOORS_OF
+from pipeline.report.stats import compare, pooled_variance
+
+HEADLINE = "fixed/acc_masked"
+AXES = ("step", "tokens", "seconds", "flops")  # what a crossing is measured in
+
+
+def units(pres: list[dict]) -> list[float]:
+    """Each pretraining run's accuracy at the fixed set's masked positions (runs without the set are skipped)."""
+    return [float(p[HEADLINE]) for p in pres if p.get(HEADLINE) is not None]
+
+
+def interval(values: list[float], confidence: float, pooled: tuple[float, int] | None = None) -> dict | None:
+    """Mean, spread and the t-interval of the mean; with ``pooled`` (variance, df) the family's pooled spread."""
+    if not values:
+        return None
+    n, mean = len(values), float(np.mean(values))
+    sd = float(np.std(values, ddof=1)) if n > 1 else 0.0
+    var, df = pooled if pooled and pooled[1] else (sd ** 2, n - 1)
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(var / n)) if df else None
+    return {"mean": round(mean, 6), "std": round(sd, 6), "low": None if half is None else round(mean - half, 6),
+            "high": None if half is None else round(mean + half, 6), "units": [round(v, 6) for v in values]}
+
+
+def floor_names(lms: list[str]) -> list[str]:
+    """The floors beside a family whose rows are language models of kinds ``lms`` (metric prefixes), in order."""
+    return list(dict.fromkeys(name for lm in lms for name in FLOORS_OF.get(lm, ())))
+
+
+def add_to_family(rows: list[dict], floors: dict[str, dict], previous: bool, confidence: float,
+                  first: str | None = None) -> list[dict]:
+    """Each pretraining row's fixed-set score (``r["fixed"]``) and its test against the reference row (the first,
+    or the one above in a lineage: ``r["vs_fixed"]``), with the spread pooled over the family's rows; and the
+    floors that apply to the family's rows, each with its accuracy (returned, weakest first). In a lineage,
+    ``first`` names the floor that is its first generation (the n-gram LM): the first row is tested against it."""
+    ran = [r for r in rows if r.get("ran") and r.get("kind") == "variant" and units_of(r)]
+    pooled = pooled_variance([units_of(r) for r in ran])
+    for r in ran:
+        r["fixed"] = interval(units_of(r), confidence, pooled)
+        r["fixed_kinds"] = {k: r["pretrain"].get(f"fixed_{k}") for k in ("replaced", "unchanged", "loss")}
+    for i, r in enumerate(ran):
+        other = (ran[i - 1] if i else None) if previous else (ran[0] if r is not ran[0] else None)
+        r["vs_fixed_row"] = other["label"] if other else None
+        r["vs_fixed"] = compare(units_of(r), units_of(other), test="pooled", pooled=pooled,
+                                confidence=confidence) if other else None
+        if other is None and previous and first in floors:
+            r["vs_fixed_row"] = f"n-gram ({FLOORS[first].label})"
+            r["vs_fixed"] = compare(units_of(r), [floors[first]["masked"]], test="fixed", confidence=confidence)
+        r["vs_floors"] = {name: compare(units_of(r), [floors[name]["masked"]], test="fixed", confidence=confidence)
+                          for name in FLOORS_OF.get(r["pretrain"]["lm"], ()) if name in floors}
+    return [listing(n, floors) for n in floor_names([r["pretrain"]["lm"] for r in ran]) if n in floors]
+
+
+def listing(name: str, floors: dict[str, dict]) -> dict:
+    """A floor as the report shows it: its name, label, short label, view and accuracy at the masked positions."""
+    f = FLOORS[name]
+    return {"name": name, "label": f.label, "short": f.short, "view": f.view, "accuracy": floors[name]["masked"]}
+
+
+def units_of(r: dict) -> list[float]:
+    return r["pretrain"].get("fixed_units") or []
+
+
+def read_curve(plots: str | Path | None) -> list[dict[str, float]]:
+    """A run's fixed-set curve: one dict per validation (``step``, ``acc_masked``, ``tokens``, ...)."""
+    path = Path(plots or "") / "pretrain_fixed.csv"
+    if not plots or not path.exists():
+        return []
+    with path.open(newline="") as f:
+        rows = [{k: float(v) for k, v in row.items() if v not in (None, "")} for row in csv.DictReader(f)]
+    return [r for r in rows if "acc_masked" in r]
+
+
+def crossing(curve: list[dict[str, float]], level: float) -> dict[str, float] | None:
+    """Where a curve first rises above ``level``: each axis of ``AXES`` interpolated between the two validations
+    around it (the first validation itself if it is already above); None if it never does."""
+    prev = None
+    for point in curve:
+        if point["acc_masked"] > level:
+            if prev is None or point["acc_masked"] == prev["acc_masked"]:
+                return {a: point.get(a) for a in AXES}
+            w = (level - prev["acc_masked"]) / (point["acc_masked"] - prev["acc_masked"])
+            return {a: None if a not in point or a not in prev else prev[a] + w * (point[a] - prev[a]) for a in AXES}
+        prev = point
+    return None
+
+
+def crossings(plots: list[str | None], floors: list[dict]) -> dict[str, dict]:
+    """For each floor: how many of the runs crossed it, and the mean over those of where (``AXES``)."""
+    curves = [read_curve(p) for p in plots]
+    out = {}
+    for floor in floors:
+        hits = [c for c in (crossing(curve, floor["accuracy"]) for curve in curves if curve) if c]
+        out[floor["name"]] = {"runs": sum(1 for c in curves if c), "crossed": len(hits),
+                              **{a: round(float(np.mean([h[a] for h in hits])), 3) if hits and
+                                 all(h[a] is not None for h in hits) else None for a in AXES}}
+    return out
+
+
+def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, dict], confidence: float) -> dict | None:
+    """The baseline against its floors: its fixed-set score, a test against each floor, where its runs crossed
+    them, and ``learned``: whether it beats the bigram floor (the report says so before any ablation)."""
+    values = units(pres)
+    if not values or not floors:
+        return None
+    lm = pres[0].get("lm", "mlm")
+    names = [n for n in FLOORS_OF.get(lm, ()) if n in floors]
+    listed = [listing(n, floors) for n in names]
+    vs = {n: compare(values, [floors[n]["masked"]], test="fixed", confidence=confidence) for n in names}
+    bigram = names[1] if len(names) > 1 else None  # the first floor that reads context: left neighbour
+    return {"lm": lm, "fixed": interval(values, confidence), "floors": listed, "vs_floors": vs,
+            "crossings": crossings(plots, listed), "bigram": bigram,
+            "learned": bool(bigram and vs[bigram]["verdict"] == "better")}
