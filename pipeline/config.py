@@ -21,7 +21,7 @@ from pipeline.data.tokenizer import SPECIAL_TOKENS
 from pipeline.errors import ConfigError, LabError
 from pipeline.finetune.modes import MODES
 from pipeline.model.config import build_config
-from pipeline.optim import OPTIMIZERS
+from pipeline.optim import OPTIMIZERS, SCHEDULES
 from pipeline.pretrain.objectives import ARCHITECTURE_OF, LM_OBJECTIVES
 from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 
@@ -129,6 +129,11 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "optim.lr", lambda v: _number(v) and v > 0, "a positive number")
         _check(cfg, "optim.weight_decay", lambda v: _number(v) and v >= 0, "a number >= 0")
         _check(cfg, "optim.warmup_ratio", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)")
+        _check(cfg, "optim.schedule", lambda v: v in SCHEDULES, f"one of {', '.join(SCHEDULES)}")
+        _check(cfg, "optim.decay_ratio", lambda v: _number(v) and 0 < v <= 1, "a share of the steps in (0, 1]")
+        if cfg.optim.warmup_ratio + cfg.optim.decay_ratio > 1 and cfg.optim.schedule == "wsd":
+            raise ConfigError(f"optim.warmup_ratio + optim.decay_ratio = {cfg.optim.warmup_ratio + cfg.optim.decay_ratio:g} "
+                              "is not allowed with optim.schedule=wsd: expected at most 1 (warm-up and decay share the steps)")
         _check(cfg, "optim.betas", lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v),
                "two numbers in [0, 1)")
     if "trainer" in cfg:

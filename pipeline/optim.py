@@ -6,6 +6,7 @@ torch is imported where an optimiser is built, so the validator can import
 from __future__ import annotations
 
 OPTIMIZERS = ("adamw", "lamb")  # optim.name
+SCHEDULES = ("linear", "wsd")    # optim.schedule
 
 
 def param_groups(model, weight_decay: float) -> list[dict]:
@@ -17,13 +18,22 @@ def param_groups(model, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def warmup_linear(total_steps: int, warmup_ratio: float):
+def warmup_linear(total_steps: int, warmup_ratio: float, schedule: str = "linear", decay_ratio: float = 1.0):
+    """The learning rate's multiplier at each step: a linear warm-up over ``warmup_ratio`` of the steps, then
+
+    * ``linear`` (BERT's): a linear decay to 0 over all the remaining steps;
+    * ``wsd`` (warm-up, stable, decay): the peak held, then a linear decay to 0 over the last ``decay_ratio``
+      of the steps -- more of the budget at the peak, where a small model leaves its plateau.
+    """
     warmup = max(1, int(total_steps * warmup_ratio))
+    decay_from = warmup if schedule == "linear" else max(warmup, total_steps - int(total_steps * decay_ratio))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+        if step < decay_from:
+            return 1.0
+        return max(0.0, (total_steps - step) / max(1, total_steps - decay_from))
 
     return factor
 
@@ -31,8 +41,9 @@ def warmup_linear(total_steps: int, warmup_ratio: float):
 def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
     """The configured optimiser + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format.
 
-    ``optim`` holds ``name``, ``lr``, ``betas``, ``eps``, ``weight_decay`` and
-    ``warmup_ratio``. ``adamw`` is torch's AdamW, with ``fused`` its
+    ``optim`` holds ``name``, ``lr``, ``betas``, ``eps``, ``weight_decay``,
+    ``warmup_ratio``, and optionally ``schedule`` and ``decay_ratio`` (``warmup_linear``; BERT's linear
+    decay when absent). ``adamw`` is torch's AdamW, with ``fused`` its
     single-kernel form (CPU and CUDA; several times faster than the
     per-parameter loop on CPU, the same update up to rounding); ``lamb`` is
     ``pytorch_optimizer``'s LAMB (Adam moments, each tensor's update scaled by
@@ -48,7 +59,9 @@ def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
         opt = Lamb(groups, lr=optim["lr"], betas=betas, eps=optim["eps"])
     else:
         opt = torch.optim.AdamW(groups, lr=optim["lr"], betas=betas, eps=optim["eps"], fused=bool(fused))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"]))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"],
+                                                                 optim.get("schedule", "linear"),
+                                                                 optim.get("decay_ratio", 1.0)))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 

@@ -70,8 +70,9 @@ def find_variant(cfg: DictConfig, name: str) -> list[str]:
 
 
 def data_overrides(overrides: list[str]) -> list[str]:
-    """The entries that change the examples (``pairs.*``): a variant with any needs its own make_pairs."""
-    return [o for o in overrides if o.startswith("pairs.")]
+    """The entries that change the examples (``pairs.*``, or another ``pairs=`` preset): a variant with any needs
+    its own make_pairs."""
+    return [o for o in overrides if o.startswith(("pairs.", "pairs="))]
 
 
 def run_name(variant: str, pretrain_seed: int) -> str:

@@ -23,8 +23,8 @@ COMMON = ["experiment=tiny", "runtime.progress=false", "runtime.num_threads=1", 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
-    paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs")]
-    for stage in ("prepare_corpus", "train_wordpiece", "make_pairs"):
+    paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "eval_set")]
+    for stage in ("prepare_corpus", "train_wordpiece", "make_pairs", "eval_set"):
         r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths)
         assert r.returncode == 0, r.stderr[-2000:]
     return root, paths

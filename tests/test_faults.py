@@ -19,17 +19,17 @@ import pytest
 
 from conftest import ROOT
 
-STAGES = ("prepare_corpus", "train_wordpiece", "make_pairs", "pretrain", "finetune", "report")
+STAGES = ("prepare_corpus", "train_wordpiece", "make_pairs", "eval_set", "pretrain", "finetune", "report")
 # The folder or file whose temporary sibling appears once a stage is writing (its work has started).
-WORK_STARTED = {"prepare_corpus": "corpus", "train_wordpiece": "tokenizer", "make_pairs": "pairs",
+WORK_STARTED = {"prepare_corpus": "corpus", "train_wordpiece": "tokenizer", "make_pairs": "pairs", "eval_set": "eval_set",
                 "pretrain": "checkpoints", "finetune": "metrics", "report": "reports"}
-DATA = ("corpus", "tokenizer", "pairs")
+DATA = ("corpus", "tokenizer", "pairs", "eval_set")
 SECRET = "hunter2-do-not-log"
 
 
 def _paths(root: Path) -> list[str]:
-    return [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "pretrain", "metrics", "plots",
-                                              "reports", "checkpoints")]
+    return [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "eval_set", "pretrain", "metrics",
+                                              "plots", "reports", "checkpoints")]
 
 
 def _args(stage: str, root: Path, *extra: str) -> list[str]:
@@ -112,7 +112,7 @@ def test_sigkill_in_every_stage_then_rerun_completes_with_the_same_results(refer
             # Nothing half-written where DVC would look: each output is absent or complete.
             for d in DATA:
                 if (root / d).exists() and not finished_first and stage in ("prepare_corpus", "train_wordpiece",
-                                                                             "make_pairs"):
+                                                                             "make_pairs", "eval_set"):
                     assert _files(root / d) == _files(ref / d), (stage, d, attempt)
             if not finished_first:
                 break

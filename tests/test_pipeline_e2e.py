@@ -26,7 +26,7 @@ VARIANTS = ["nsp_off_full_sentences", "ltr", "cbow", "elmo"]  # grid=ci, which e
 RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
 RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]
 STAGES = ["check_conf", "prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
-          *RUN_STAGES, "probe", "report"]
+          "eval_set", *RUN_STAGES, "probe", "report"]
 
 
 def _env(tmp: Path) -> dict:
@@ -99,7 +99,12 @@ def test_dvc_pipeline_end_to_end(project):
     shown = json.loads(metrics)[""]["data"]
     assert list(shown) == ["reports/summary.json"], list(shown)  # the headline numbers only: `dvc exp show` fits
     summary = shown["reports/summary.json"]["data"]
-    assert set(summary) == {"baseline", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    assert set(summary) == {"floors", "baseline", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    # every run on the fixed evaluation set, beside the count-based floors
+    assert {"fixed_acc"} <= set(summary["baseline"]) and {"fixed_acc"} <= set(summary["elmo"])
+    assert {"majority", "left", "left_right"} <= set(summary["floors"])
+    assert (dst / "plots" / "pretrain_fixed.csv").read_text().startswith("step,acc_masked")
+    assert "Has the baseline learned language?" in report and "figures/baseline_fixed_curves.png" in report
     assert "pretrained_accuracy" in summary["baseline"] and "val_bilm_acc" in summary["elmo"]
     plots = _run([sys.executable, "-m", "dvc", "plots", "show", "-o", str(dst / "dvc_plots")], dst, env)
     assert (dst / "dvc_plots" / "index.html").exists(), plots

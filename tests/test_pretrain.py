@@ -133,8 +133,8 @@ def test_optimisers_exclude_layernorm_and_biases_from_decay_and_learn(name):
 def small_data(tmp_path_factory):
     """Corpus, tokenizer and pairs at the tiny experiment's size, built by the stages themselves."""
     root = tmp_path_factory.mktemp("pretrain")
-    paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "metrics", "plots")]
-    for stage in ("prepare_corpus", "train_wordpiece", "make_pairs"):
+    paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "eval_set", "metrics", "plots")]
+    for stage in ("prepare_corpus", "train_wordpiece", "make_pairs", "eval_set"):
         r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths)
         assert r.returncode == 0, r.stderr
     return root, paths

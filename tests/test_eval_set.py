@@ -1,0 +1,201 @@
+"""The fixed evaluation set and the count-based floors: hand-made examples with known answers, and the
+set's invariants (the same positions whatever the batching, only text scored, 80/10/10 corruption)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline.data.eval_set import KINDS, NOT_SCORED, EvalSet, EvalSetConfig, build, score_floors, write
+from pipeline.data.ngram import FLOORS, FLOORS_OF, NgramTables
+from pipeline.data.shards import FORMAT_VERSION, PairsDataset
+from pipeline.pretrain.objectives import metric_prefix
+
+PAD, CLS, SEP, MASK = 0, 2, 3, 4
+
+
+def write_pairs(folder: Path, examples: list[list[int]], type1: list[int] | None = None) -> PairsDataset:
+    """A one-shard examples folder in make_pairs' format from token lists ([CLS] ... [SEP] each)."""
+    folder.mkdir(parents=True)
+    lengths = np.array([len(e) for e in examples])
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    type1 = type1 or list(lengths)
+    np.save(folder / "shard-00000.tokens.npy", np.concatenate([np.array(e, np.uint16) for e in examples]))
+    np.save(folder / "shard-00000.index.npy", np.stack([offsets, lengths, type1], 1).astype(np.int64))
+    np.save(folder / "shard-00000.nsp.npy", np.zeros(len(examples), np.int8))
+    (folder / "meta.json").write_text(json.dumps({
+        "format_version": FORMAT_VERSION, "n_examples": len(examples), "n_shards": 1,
+        "shard_counts": [len(examples)], "settings": {"format": "nsp_pairs"}}))
+    return PairsDataset(folder)
+
+
+def test_tables_predict_the_most_frequent_piece_and_back_off(tmp_path):
+    # 10 after 7 twice, 11 after 7 once; between 7 and 20: 11 (once) beats nothing else; 12 is the most frequent
+    train = write_pairs(tmp_path / "train", [[CLS, 7, 10, 12, SEP], [CLS, 7, 10, 12, SEP], [CLS, 7, 11, 20, SEP],
+                                             [CLS, 12, 12, 13, SEP]])
+    t = NgramTables.count(train, 30, special=[PAD, CLS, SEP, MASK])
+    assert t.majority == 12 and t.n_counted == 12
+    ctx = np.array([[CLS, 7, MASK, 20, SEP], [CLS, 7, MASK, 5, SEP], [CLS, MASK, MASK, 20, SEP],
+                    [CLS, 9, MASK, 9, SEP]])
+    rows, cols = np.arange(4), np.full(4, 2)
+    usable = ctx != MASK
+
+    def predict(p):
+        return t.predict(p, ctx, rows, cols, usable).tolist()
+
+    assert predict("majority") == [12, 12, 12, 12]
+    assert predict("left") == [10, 10, 12, 12]         # a masked left neighbour is not read; 9 never seen
+    assert predict("left_right") == [11, 10, 11, 12]   # (7, 20) seen; (7, 5) not: left; masked left: right (11 20)
+    assert predict("right") == [11, 12, 11, 12]
+    # two left neighbours (trigram), backing off to one; before an example's start the context is padding
+    ctx2 = np.array([[CLS, 7, 10, 12, SEP], [CLS, 12, 12, 13, SEP]])
+    assert t.predict("left2", ctx2, np.array([0, 1, 0]), np.array([3, 3, 1]), ctx2 != MASK).tolist() == [12, 13, 7]
+
+
+def test_ties_go_to_the_smallest_piece(tmp_path):
+    train = write_pairs(tmp_path / "train", [[CLS, 8, 6, SEP], [CLS, 8, 5, SEP]])
+    t = NgramTables.count(train, 10, special=[PAD, CLS, SEP, MASK])
+    assert t.predict("left", np.array([[CLS, 8, MASK, SEP]]), np.array([0]), np.array([2]),
+                     np.ones((1, 4), bool)).tolist() == [5]
+
+
+@pytest.fixture(scope="module")
+def valid(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    examples = [[CLS, *rng.integers(5, 60, n).tolist(), SEP] for n in rng.integers(10, 40, 300)]
+    return write_pairs(tmp_path_factory.mktemp("valid") / "valid", examples)
+
+
+def test_the_set_scores_text_only_in_the_recipe_s_shares_and_does_not_depend_on_its_size(valid):
+    a = build(valid, EvalSetConfig(seed=1), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=60)
+    kind, ids = a["kind"], a["input_ids"]
+    scored = kind != NOT_SCORED
+    assert not scored[np.isin(ids, [PAD, CLS, SEP])].any()
+    per_row = scored.sum(1)
+    text = (~np.isin(ids, [PAD, CLS, SEP])).sum(1)
+    assert (per_row == np.maximum(1, np.round(a["lengths"] * 0.15))).all() and (per_row <= text).all()
+    shares = np.bincount(kind[scored], minlength=3) / scored.sum()
+    assert shares[0] == pytest.approx(0.8, abs=0.04) and shares[2] > 0.06  # [MASK], then random and unchanged
+    assert (a["corrupted"][kind == 0] == MASK).all() and (a["corrupted"][kind == 2] == ids[kind == 2]).all()
+    assert (a["corrupted"][~scored] == ids[~scored]).all()
+    # the first 50 sequences get the same positions when the set is cut to 50 (one seed per sequence)
+    b = build(valid, EvalSetConfig(seed=1, max_sequences=50), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=60)
+    T = b["kind"].shape[1]
+    assert (b["kind"] == a["kind"][:50, :T]).all() and (b["corrupted"] == a["corrupted"][:50, :T]).all()
+    c = build(valid, EvalSetConfig(seed=2), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=60)
+    assert (c["kind"] != a["kind"]).any()
+
+
+def test_a_written_set_reads_back_in_batches_of_any_size(valid, tmp_path):
+    arrays = build(valid, EvalSetConfig(seed=3), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=60)
+    write(tmp_path / "set", arrays, EvalSetConfig(seed=3), Path("v"), {"majority": {"masked": 0.1}}, 5)
+    es = EvalSet(tmp_path / "set")
+    assert len(es) == 300 and es.floors == {"majority": {"masked": 0.1}}
+    for size in (7, 300):
+        batches = list(es.batches(size))
+        kinds = torch.cat([b["kind"][b["kind"] >= 0] for b in batches])
+        assert kinds.tolist() == arrays["kind"][arrays["kind"] >= 0].tolist()  # row-major, whatever the batching
+        assert all((b["attention_mask"].sum(1) == torch.from_numpy(arrays["lengths"][i * size:(i + 1) * size]))
+                   .all() for i, b in enumerate(batches))
+
+
+def test_floors_score_each_view_on_the_set_s_positions(tmp_path):
+    # text is 7 8 9 7 8 9 ...: after 7 always 8, between 7 and 9 always 8
+    seq = [CLS, *([7, 8, 9] * 5), SEP]
+    train = write_pairs(tmp_path / "train", [seq] * 4)
+    valid = write_pairs(tmp_path / "valid", [seq] * 40)
+    t = NgramTables.count(train, 12, special=[PAD, CLS, SEP, MASK])
+    arrays = build(valid, EvalSetConfig(seed=0), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=12)
+    floors = score_floors(t, arrays, MASK)
+    assert set(floors) == set(FLOORS) and set(floors["left"]) == {*KINDS, "all"}
+    assert floors["clean_left_right"]["masked"] == 1.0 and floors["clean_left"]["masked"] == 1.0
+    assert floors["majority"]["masked"] == pytest.approx(1 / 3, abs=0.15)
+    # reading the corrupted sequence, a neighbour that is itself masked leaves the table a weaker guess
+    assert floors["left"]["masked"] < 1.0
+
+
+def test_every_kind_of_language_model_has_its_floors():
+    for lm in ("masked", "left_to_right", "bilm", "cbow", "skipgram"):
+        names = FLOORS_OF[metric_prefix(lm)]
+        assert names[0] == "majority" and all(n in FLOORS for n in names)
+        assert {FLOORS[n].view for n in names[1:]} == ({"masked"} if lm == "masked" else {"clean"})
+
+
+# --------------------------------------------------------------------------- #
+# Each kind of model scored on the set: what it reads, one position at a time
+# --------------------------------------------------------------------------- #
+def _modules(tmp_path, valid):
+    from pipeline.data.masking import MaskingConfig
+    from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig
+    from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
+    from pipeline.pretrain.module import BertPretraining
+
+    arrays = build(valid, EvalSetConfig(seed=5, max_sequences=40), mask_id=MASK, cls_id=CLS, sep_id=SEP,
+                   vocab_size=60)
+    write(tmp_path / "set", arrays, EvalSetConfig(seed=5), Path("v"), {}, 0)
+    es = EvalSet(tmp_path / "set")
+    common = dict(optim={}, max_steps=1, seed=0, cls_id=CLS, sep_id=SEP, eval_set=es)
+    bert = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                max_position_embeddings=64)
+    torch.manual_seed(0)
+    return es, {
+        "mlm": BertPretraining(BertConfig(**bert), MaskingConfig(), nsp=True, mask_id=MASK, **common),
+        "ltr": BertPretraining(BertConfig(**bert, causal=True), MaskingConfig(), nsp=False, mask_id=MASK, **common),
+        "bilm": BiLMPretraining(ElmoConfig(vocab_size=60, embedding_size=16, lstm_size=16), **common),
+        "cbow": StaticPretraining(StaticConfig(vocab_size=60, embedding_size=16, window=2, kind="cbow"),
+                                  torch.ones(60) / 60, **common),
+        "skipgram": StaticPretraining(StaticConfig(vocab_size=60, embedding_size=16, window=2, kind="skipgram"),
+                                      torch.ones(60) / 60, **common)}
+
+
+def _reference_logprobs(kind: str, module, clean: torch.Tensor, corrupted: torch.Tensor, c: int) -> torch.Tensor:
+    """(V,) the model's log-probabilities for the piece at position c of one unpadded sequence, reading only what
+    that kind of model reads, computed from scratch."""
+    m = module.model
+    if kind == "mlm":
+        h = m.bert(corrupted[None]).last_hidden_state[0, c]
+        return F.log_softmax(m.cls.predictions(h), -1)
+    if kind == "ltr":  # the prefix alone: a causal model cannot see further anyway
+        h = m.bert(clean[None, :c]).last_hidden_state[0, -1]
+        return F.log_softmax(m.cls.predictions(h), -1)
+    if kind == "bilm":
+        _, fwd, _ = m.directions(clean[None, :c])
+        _, _, bwd = m.directions(clean[None, c + 1:])
+        return F.log_softmax(F.log_softmax(m.softmax(fwd[-1][0, -1]), -1) + F.log_softmax(m.softmax(bwd[-1][0, 0]), -1),
+                             -1)
+    w = m.config.window
+    ctx = [int(clean[j]) for j in range(c - w, c + w + 1)
+           if j != c and 0 <= j < len(clean) and int(clean[j]) not in (PAD, CLS, SEP)]
+    if kind == "cbow":
+        return F.log_softmax(m.context.weight @ m.embeddings.weight[ctx].mean(0), -1)
+    return F.log_softmax(m.embeddings.weight @ m.context.weight[ctx].sum(0), -1)
+
+
+@pytest.mark.parametrize("kind", ["mlm", "ltr", "bilm", "cbow", "skipgram"])
+def test_each_kind_of_model_is_scored_on_what_it_reads(valid, tmp_path, kind):
+    es, modules = _modules(tmp_path, valid)
+    module = modules[kind].eval()
+    a = es.arrays
+    with torch.no_grad():
+        batch = next(es.batches(len(es)))
+        pred, nll = module.fixed_scores(batch)
+        k = 0
+        for r in range(len(es)):
+            n = int(a["lengths"][r])
+            clean = torch.from_numpy(a["input_ids"][r, :n].astype(np.int64))
+            corrupted = torch.from_numpy(a["corrupted"][r, :n].astype(np.int64))
+            for c in np.nonzero(a["kind"][r] >= 0)[0]:
+                ref = _reference_logprobs(kind, module, clean, corrupted, int(c))
+                assert float(nll[k]) == pytest.approx(-float(ref[clean[c]]), abs=1e-4)
+                assert int(pred[k]) == int(ref.argmax())
+                k += 1
+        assert k == len(pred)
+        # the set's metrics do not depend on how many sequences go through at once (padding changes nothing)
+        module.FIXED_BATCH = 7
+        small = module.fixed_metrics()
+        module.FIXED_BATCH = 64
+        assert module.fixed_metrics() == pytest.approx(small, abs=1e-6)
