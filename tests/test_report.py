@@ -83,10 +83,49 @@ def report(tmp_path_factory):
     _floors(root / "eval_set")
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
-        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc, acc + 0.01 * run.pretrain_seed))
         write_json(f"{run.metrics}/finetune.json", _finetune(SCORES[name], run.pretrain_seed))
     res = build_report(cfg)
     return root / "reports", res
+
+
+def test_the_baseline_against_its_floors_opens_the_report(report):
+    """Fixed-set accuracies 0.16 and 0.17 (two runs): above the majority floor (0.07), below the bigram (0.20)."""
+    folder, res = report
+    it = res["intrinsic"]
+    assert it["fixed"]["mean"] == pytest.approx(0.165) and it["fixed"]["units"] == [0.16, 0.17]
+    assert [f["name"] for f in it["floors"]] == ["majority", "left", "left_right"]
+    # two runs: one degree of freedom, so 3.5 points below the bigram floor is not yet a verdict
+    assert it["vs_floors"]["majority"]["verdict"] == "better" and it["vs_floors"]["left"]["verdict"] == "inconclusive"
+    assert it["vs_floors"]["left"]["test"].startswith("one-sample t-test") and not it["learned"]
+    # the curve rises linearly to the final accuracy: the majority floor falls between steps 25 and 50
+    c = it["crossings"]["majority"]
+    assert c["crossed"] == 2 and c["step"] == pytest.approx((43.75 + 100 * 0.07 / 0.17) / 2, abs=1e-3)
+    assert c["tokens"] == pytest.approx(1000 * c["step"], rel=1e-4) and c["seconds"] == pytest.approx(c["step"] / 10, rel=1e-3)
+    assert it["crossings"]["left"] == {"runs": 2, "crossed": 0, "step": None, "tokens": None, "seconds": None,
+                                       "flops": None}
+    md = (folder / "report.md").read_text()
+    assert md.index("Has the baseline learned language?") < md.index("## Findings")
+    assert "The baseline does not beat the bigram floor" in res["findings"][1]
+    assert "Warning: at 100 steps the baseline is not above the bigram floor" in md
+    assert res["summary"]["floors"]["left"] == 0.20 and res["summary"]["baseline"]["fixed_acc"] == pytest.approx(0.165)
+
+
+def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):
+    _, res = report
+    objective = next(f for f in res["families"] if f["name"] == "objective")
+    rows = {r["name"]: r for r in objective["rows"]}
+    ltr = rows["ltr"]
+    assert ltr["fixed"]["units"] == [0.25, 0.26] and ltr["vs_fixed"]["verdict"] == "better"
+    assert ltr["vs_fixed"]["diff"] == pytest.approx(0.09) and ltr["vs_fixed"]["test"].startswith("t-test on per-")
+    # each kind of LM against its own floors: the left-to-right LM's read the clean left context
+    assert set(ltr["vs_floors"]) == {"majority", "clean_left", "clean_left2"}
+    assert ltr["vs_floors"]["majority"]["verdict"] == "better"
+    assert ltr["vs_floors"]["clean_left"]["diff"] == pytest.approx(0.255 - 0.22)
+    assert [f["name"] for f in objective["floors"]] == ["majority", "left", "left_right", "clean_left", "clean_left2"]
+    assert res["table"]["objective"]["ltr"]["fixed_vs_p"] < 0.05
+    lineage = next((f for f in res["families"] if f["name"] == "lineage"), None)
+    assert lineage is None  # not in this grid
 
 
 def test_families_rows_and_tested_comparisons(report):
@@ -269,3 +308,49 @@ def test_the_opening_line_names_the_grid_rows_in_words(variants, words):
     from pipeline.report.render import _rows_phrase
 
     assert _rows_phrase(variants) == words
+
+
+def test_a_crossing_is_interpolated_between_validations():
+    from pipeline.report.fixed import crossing
+
+    curve = [{"step": 100, "acc_masked": 0.10, "tokens": 1e5, "seconds": 10, "flops": 1e12},
+             {"step": 200, "acc_masked": 0.30, "tokens": 2e5, "seconds": 30, "flops": 2e12}]
+    assert crossing(curve, 0.20) == {"step": 150, "tokens": 1.5e5, "seconds": 20, "flops": 1.5e12}
+    assert crossing(curve, 0.05)["step"] == 100  # above it at the first validation already
+    assert crossing(curve, 0.30) is None  # never strictly above
+
+
+def test_the_lineage_starts_from_the_n_gram_count_table(tmp_path):
+    """On the fixed set each generation is tested against the one before; the first against the n-gram floor."""
+    from pipeline.report.results import ablation_results, load_families
+    from pipeline.report.render import write_report
+
+    m = tmp_path / "m"
+    cfg = compose(["grid=ci", "grid.pretrain=[cbow,elmo]", "grid.families=[lineage]", f"paths.metrics={m}",
+                   f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'p'}",
+                   f"paths.variants.plots={tmp_path / 'p' / 'variants'}"])
+    fixed = {"cbow": 0.40, "elmo": 0.30, "baseline": 0.34}  # both-neighbours floor, clean context: 0.37
+    lm = {"cbow": "w2v", "elmo": "bilm", "baseline": "mlm"}
+    for name, run in cfg.runs.items():
+        acc = fixed[run.variant] + 0.01 * run.pretrain_seed
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm[run.variant], acc, acc))
+        scores = {k: v for k, v in SCORES["baseline" if not run.pretrain_seed else "baseline-s1"].items()
+                  if k in run.modes}
+        write_json(f"{run.metrics}/finetune.json", _finetune(scores, run.pretrain_seed))
+    floors = {n: {"masked": v} for n, v in FLOORS.items()}
+    res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["lineage"]),
+                           ["pretrained", "frozen_weighted"], floors=floors)
+    fam = res["families"][0]
+    rows = {r["name"]: r for r in fam["rows"] if r["ran"]}
+    assert fam["first_generation"] == "clean_left_right"
+    assert rows["cbow"]["vs_fixed_row"].startswith("n-gram") and rows["cbow"]["vs_fixed"]["diff"] == pytest.approx(0.035)
+    assert rows["cbow"]["vs_fixed"]["test"].startswith("one-sample")
+    assert rows["elmo"]["vs_fixed_row"] == rows["cbow"]["label"] and rows["elmo"]["vs_fixed"]["diff"] == pytest.approx(-0.1)
+    assert rows["baseline"]["vs_fixed_row"] == rows["elmo"]["label"]
+    write_report(res, corpus={s: {"documents": 1, "words": 1} for s in ("train", "valid")},
+                 pre=json.loads((m / "pretrain.json").read_text()), ft=json.loads((m / "finetune.json").read_text()),
+                 out=tmp_path / "reports", lineage=[])
+    md = (tmp_path / "reports" / "report.md").read_text()
+    table = md[md.index("| setting |"):]
+    assert table.index("| n-gram count table (most frequent between both neighbours, clean context)") < \
+        table.index("| static embeddings, CBOW")

@@ -104,10 +104,10 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title:
         ax.set(xlabel=xlabel, ylim=(0, max([100 * f["accuracy"] for f in floors] + [ax.get_ylim()[1]]) + 3))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy at the masked positions (%)")
-    axes[0].set_title(f"{title}: the fixed evaluation set", fontsize=10)
-    axes[1].set_title("dashed: count-based floors; star: the mean rises above one", fontsize=9)
+    fig.suptitle(f"{title}: the fixed evaluation set (dashed: count-based floors; star: the mean rises above one)",
+                 fontsize=10)
     fig.legend(loc="lower center", ncol=min(4, max(1, len(rows))), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 0.95, 1))
+    fig.tight_layout(rect=(0, 0.07, 0.95, 0.97))
     return fig
 
 

@@ -17,7 +17,7 @@ from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.report.figures import (bars_figure, contextuality_figure, curves_figure, fixed_curves_figure, png,
                                      suite_figure)
-from pipeline.report.results import BASELINE, classical_name, fmt, percent
+from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent
 
 
 def pm(metric: str, s: dict | None) -> str:
@@ -38,7 +38,7 @@ def vs(metric: str, c: dict | None) -> str:
     if c["low"] is None:
         return f"{diff} ({c['verdict']})"
     lo, hi = (f"{'+' if v >= 0 else '−'}{fmt(metric, abs(v))}" for v in (c["low"], c["high"]))
-    return f"{diff} [{lo}, {hi}], p = {c['p']:.3f}: {c['verdict']}{' (borderline)' if c['borderline'] else ''}"
+    return f"{diff} [{lo}, {hi}], {p_text(c['p'])}: {c['verdict']}{' (borderline)' if c['borderline'] else ''}"
 
 
 def fixed_cell(s: dict | None) -> str:
@@ -46,7 +46,8 @@ def fixed_cell(s: dict | None) -> str:
     if not s:
         return "—"
     interval = f" [{100 * s['low']:.1f}, {100 * s['high']:.1f}]" if s["low"] is not None else ""
-    return f"{100 * s['mean']:.1f}{interval} ({len(s['units'])} runs)"
+    n = len(s["units"])
+    return f"{100 * s['mean']:.1f}{interval} ({n} run{'s' if n > 1 else ''})"
 
 
 def crossing_text(c: dict | None) -> str:
@@ -103,7 +104,7 @@ def suite_cell(metric: str, cell: dict) -> str:
     c = cell["vs"]
     if c is None:
         return f"{fmt(metric, cell['mean'])}{interval}"
-    p = f", p = {c['p']:.3f}" if c.get("p") is not None else ""
+    p = f", {p_text(c['p'])}" if c.get("p") is not None else ""
     return f"{fmt(metric, cell['mean'])}{interval}; {'+' if c['diff'] >= 0 else '−'}{fmt(metric, abs(c['diff']))}" \
            f"{p}: {c['verdict']}"
 

@@ -223,13 +223,18 @@ def _paper_direction(fam: dict, row: dict, ref: dict) -> tuple[str, int]:
     return "", 0
 
 
+def p_text(p: float) -> str:
+    """A p-value as the report writes it: three decimals, or an upper bound below 0.001."""
+    return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
+
+
 def describe(c: dict, metric: str) -> str:
     """A comparison in words: the verdict, the interval, the p-value, the runs behind each side."""
     if c["low"] is None:
         return f"{c['verdict']}: {c['n_pretrain'][0]} vs {c['n_pretrain'][1]} pretraining runs"
     words = (f"{c['verdict']}{' (borderline)' if c['borderline'] else ''}: "
              f"{round(100 * c['confidence'])}% interval {_signed(metric, c['low'])} to {_signed(metric, c['high'])}, "
-             f"p = {c['p']:.3f}")
+             f"{p_text(c['p'])}")
     if c["verdict"] == "inconclusive":
         n = c["seeds_needed"]
         words += (f"; about {n} pretraining runs per side would decide a difference this size" if n else
