@@ -133,7 +133,7 @@ def test_objectives_need_their_architecture_and_the_lineage_family_composes():
     with pytest.raises(ConfigError, match="model.embedding_size=64 is not allowed: expected model.lstm_size=128"):
         validate(compose(["objective=elmo", "model=elmo", "model.embedding_size=64"]))
     cfg = compose(["grid=lineage", "experiment=tiny"])
-    assert list(cfg.grid.pretrain) == ["cbow", "elmo", "ltr"] and "lineage" in cfg.grid.families
+    assert list(cfg.grid.pretrain) == ["cbow", "skipgram", "elmo", "ltr"] and "lineage" in cfg.grid.families
     assert isinstance(build_config({"architecture": "word2vec", "embedding_size": 8}, 100, "skipgram"), StaticConfig)
 
 
