@@ -110,3 +110,26 @@ def test_readme_layout_names_every_folder_and_module_that_exists():
     for word in named:
         if word.endswith(".py"):
             assert list(ROOT.rglob(word)), word
+
+
+def _slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub writes it."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_readme_is_a_front_door_whose_links_into_docs_resolve():
+    """At most 250 lines, the newcomer's sections in order, and every page of docs/ linked, each link alive."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    headings = re.findall(r"^## (.+)$", readme, re.M)
+    order = ["Quick start", "Layout", "The pipeline", "Configuration", "Results at a glance", "Documentation"]
+    assert [h for h in headings if h in order] == order
+    links = re.findall(r"\]\(((?!https?:|#|mailto:)[^)\s]+)\)", readme)
+    assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")} <= {l.split("#")[0] for l in links}
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.is_file(), link
+        if anchor:
+            text = target.read_text(encoding="utf-8")
+            assert anchor in {_slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}, link
