@@ -354,3 +354,130 @@ def test_the_lineage_starts_from_the_n_gram_count_table(tmp_path):
     table = md[md.index("| setting |"):]
     assert table.index("| n-gram count table (most frequent between both neighbours, clean context)") < \
         table.index("| static embeddings, CBOW")
+
+
+# Figures that do not mislead: a mean with an interval is a dot with an error bar (or a bar from zero), every axis
+# is labelled, every reference line (a floor, TF-IDF) is named in a legend or by a text beside it.
+
+def _legend_texts(fig) -> set[str]:
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    return {t.get_text() for lg in legends if lg for t in lg.get_texts()}
+
+
+def _assert_honest(fig) -> None:
+    from matplotlib.container import BarContainer
+
+    named = _legend_texts(fig)
+    for ax in fig.axes:
+        assert ax.get_xlabel().strip() and ax.get_ylabel().strip(), ax.get_title()
+        if any(isinstance(c, BarContainer) for c in ax.containers):
+            assert ax.get_ylim()[0] == 0, f"{ax.get_title()}: bars from {ax.get_ylim()[0]}"
+        texts = {t.get_text() for t in ax.texts}
+        # reference lines: axhline/axvline (drawn in axes coordinates along one axis) and dashed lines
+        for line in ax.lines:
+            if line.get_transform() is not ax.transData or line.get_linestyle() == "--":
+                label = line.get_label()
+                assert label and not label.startswith("_"), f"{ax.get_title()}: an unnamed reference line"
+                assert label in named | texts, f"{ax.get_title()}: {label!r} is in no legend and no text"
+
+
+def _errorbars(ax) -> list:
+    from matplotlib.container import ErrorbarContainer
+
+    return [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+
+
+def test_figure_every_figure_of_the_report_is_honest(report):
+    """Each figure the report draws, from the report's own results: dots with error bars, labelled axes, TF-IDF and
+    the floors named."""
+    import matplotlib.pyplot as plt
+
+    from pipeline.report.figures import bars_figure, curves_figure, fixed_curves_figure
+
+    _, res = report
+    figs = []
+    for fam in res["families"]:
+        if not any(r["ran"] for r in fam["rows"]):
+            continue
+        fig = bars_figure(fam, res["metric"], res["variant_modes"], res["task"])
+        ax = fig.axes[0]
+        series = 1 if fam["kind"] == "mode" else len(res["variant_modes"])
+        assert not ax.patches and len(_errorbars(ax)) == series, fam["name"]
+        assert any(t.startswith("TF-IDF baseline") for t in _legend_texts(fig))  # the fixture ran TF-IDF
+        figs.append(fig)
+        fixed_rows = [r for r in fam["rows"] if r.get("fixed")]
+        if fixed_rows:
+            figs.append(fixed_curves_figure([(r["label"], r["pretrain"]["plots_all"]) for r in fixed_rows],
+                                            fam.get("floors", []), fam["title"]))
+        curves = [(r["label"], r["pretrain"]["plots"], r["pretrain"]["lm"]) for r in fam["rows"]
+                  if r["ran"] and r["kind"] == "variant"]
+        figs.append(curves_figure(curves, fam["title"]))
+    base = [r["pretrain"]["plots"] for r in res["runs"].values() if r["variant"] == "baseline"]
+    fixed = fixed_curves_figure([("baseline", base)], res["intrinsic"]["floors"], "Baseline")
+    floors = [line for line in fixed.axes[0].lines if line.get_linestyle() == "--"]
+    assert [line.get_label() for line in floors] == ["majority 7.0%", "bigram 20.0%", "both neighbours 33.0%"]
+    assert all(ax.get_ylim()[0] == 0 for ax in fixed.axes)
+    figs.append(fixed)
+    assert len(figs) >= 8
+    for fig in figs:
+        _assert_honest(fig)
+        plt.close(fig)
+
+
+def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_dot():
+    """A row with no interval gets no error bar, a mode a row did not run no dot (not one at zero); means a point
+    apart sit on an axis at least MIN_SPAN points high."""
+    from pipeline.report.figures import MIN_SPAN, bars_figure
+
+    def stat(mean, half=None):
+        return {"mean": mean, "low": None if half is None else mean - half, "high": None if half is None else mean + half}
+
+    fam = {"kind": "variant", "title": "Mask ratio", "classical": None,
+           "rows": [{"name": "baseline", "label": "15%", "ran": True,
+                     "scores": {"pretrained": stat(0.46, 0.03), "frozen_weighted": stat(0.40)}},
+                    {"name": "mask_40", "label": "40%", "ran": True, "scores": {"pretrained": stat(0.47)}},
+                    {"name": "mask_30", "label": "30%", "ran": False, "scores": {}}]}
+    fig = bars_figure(fam, "accuracy", ["pretrained", "frozen_weighted"], "bible_sections")
+    ax = fig.axes[0]
+    pretrained, frozen = _errorbars(ax)
+    assert list(pretrained.lines[0].get_ydata()) == pytest.approx([46, 47])
+    bars = [[y for _, y in seg] for seg in pretrained.lines[2][0].get_segments()]
+    assert bars[0] == pytest.approx([43, 49]) and len(bars[1]) == 0  # 40% has no interval: no error bar
+    assert list(frozen.lines[0].get_ydata()) == pytest.approx([40])  # the 40% row did not run it: no dot at 0
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= MIN_SPAN and lo > 0
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["15%", "40%"]
+    assert ax.get_ylabel() == "bible_sections dev accuracy (%)"
+    _assert_honest(fig)
+
+
+def test_figure_a_suite_puts_every_column_on_one_scale_with_tfidf_named():
+    """Correlations are drawn x 100 beside percentages (and the axis says so); TF-IDF's per-column score is one
+    named dashed line."""
+    from pipeline.report.figures import suite_figure
+
+    cell = lambda mean, half: {"ran": True, "mean": mean, "low": mean - half, "high": mean + half}  # noqa: E731
+    columns = [{"label": "MRPC accuracy", "metric": "accuracy"}, {"label": "STS-B spearman", "metric": "spearman"}]
+    spec = {"classical": [0.52, None],
+            "rows": [{"label": "MLM + NSP", "ran": True, "cells": [cell(0.61, 0.02), cell(0.40, 0.05)]},
+                     {"label": "LTR, no NSP", "ran": True, "cells": [cell(0.55, 0.02), {"ran": False}]},
+                     {"label": "no NSP", "ran": False, "cells": []}]}
+    fig = suite_figure(spec, columns, "Objective")
+    ax = fig.axes[0]
+    ours, ltr = _errorbars(ax)
+    assert list(ours.lines[0].get_ydata()) == pytest.approx([61, 40]) and list(ltr.lines[0].get_ydata()) == pytest.approx([55])
+    assert "correlations x 100" in ax.get_ylabel()
+    tfidf, = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert tfidf.get_label().startswith("no pretraining: TF-IDF") and tfidf.get_ydata()[0] == pytest.approx(52)
+    _assert_honest(fig)
+
+
+def test_figure_contextuality_counts_layers_in_whole_numbers():
+    from pipeline.report.figures import contextuality_figure
+
+    probe = {"models": {"baseline": {"corrected": [0.43, 0.42, 0.43]}, "word2vec": {"corrected": [0.9]}}}
+    fig = contextuality_figure(probe)
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
+    assert ticks and all(t == int(t) for t in ticks)
+    _assert_honest(fig)

@@ -1,5 +1,9 @@
-"""The report's figures (matplotlib, drawn off-screen): learning curves, each family's bars with their intervals,
-a suite's table as bars, contextuality per layer. Each function returns a figure; ``png`` turns it into bytes."""
+"""The report's figures (matplotlib, drawn off-screen): learning curves, each family's means with their intervals,
+a suite's table, contextuality per layer. Each function returns a figure; ``png`` turns it into bytes.
+
+Figures that do not mislead: a mean with an interval is a dot with an error bar (a bar's length would be read
+against an origin the axis does not show), every axis is labelled with its unit, and every reference line (a floor,
+TF-IDF) is named, beside the line or in the legend."""
 from __future__ import annotations
 
 import csv
@@ -10,12 +14,19 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
 from pipeline.report.fixed import read_curve as read_fixed_curve  # noqa: E402
 from pipeline.report.results import classical_name, percent  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
+REFERENCE = {"ls": "--", "color": "#555", "lw": 1}  # floors and TF-IDF: dashed grey, and always named
+MIN_SPAN = 10.0  # the least y-range of a dot chart, in points (% or correlation x 100): means without an interval
+# one point apart must not be drawn a chart's height apart
+LM_NAMES = {"mlm": "masked LM", "ltr": "left-to-right LM", "bilm": "two directional LMs", "w2v": "word2vec"}
 
 
 def png(fig) -> bytes:
@@ -33,6 +44,34 @@ def _smooth(values: list[float], weight: float = 0.8) -> list[float]:
     return out
 
 
+def _dots(ax, xs: list[float], stats: list[dict | None], scale: float, color: str, label: str | None) -> None:
+    """Means as dots, each with its interval as an error bar. ``stats``: {mean, low, high} (low and high None when
+    there is no interval: a bare dot) or None (nothing ran: no dot, rather than one at zero)."""
+    kept = [(x, s) for x, s in zip(xs, stats) if s]
+    if not kept:
+        return
+    nan = float("nan")  # matplotlib draws no error bar for a NaN error
+    means = [scale * s["mean"] for _, s in kept]
+    below = [scale * (s["mean"] - s["low"]) if s.get("low") is not None else nan for _, s in kept]
+    above = [scale * (s["high"] - s["mean"]) if s.get("high") is not None else nan for _, s in kept]
+    ax.errorbar([x for x, _ in kept], means, yerr=[below, above], fmt="o", markersize=6, capsize=4, lw=1.5,
+                color=color, label=label)
+
+
+def _min_span(ax, span: float = MIN_SPAN) -> None:
+    """Widen the y-axis around its middle to at least ``span`` (never below 0: the scores are not negative)."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < span:
+        lo = max(0.0, (lo + hi - span) / 2)
+        ax.set_ylim(lo, lo + span)
+
+
+def _legend(ax) -> None:
+    """The legend right of the axes, where it hides no dot or error bar (when anything is named)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
 def read_curve(plots: str | Path | None, split: str, key: str) -> list[tuple[int, float]]:
     """(step, value) of ``key`` from a run's ``plots/pretrain_<split>.csv`` (empty when it has no such column)."""
     path = Path(plots or "") / f"pretrain_{split}.csv"
@@ -43,7 +82,7 @@ def read_curve(plots: str | Path | None, split: str, key: str) -> list[tuple[int
 
 
 def curves_figure(runs: list[tuple[str, str, str]], title: str):
-    """Learning curves of several pretraining runs: LM accuracy and loss against steps.
+    """Learning curves of several pretraining runs: LM accuracy (%) and loss against steps.
 
     ``runs``: (label, the run's plots folder, lm) with lm ``mlm``, ``ltr``,
     ``bilm`` or ``w2v`` (no accuracy). Lines are the training curve (smoothed),
@@ -52,22 +91,24 @@ def curves_figure(runs: list[tuple[str, str, str]], title: str):
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 3.8))
     for i, (label, plots, lm) in enumerate(runs):
         color = COLORS[i % len(COLORS)]
-        name = {"mlm": "masked LM", "ltr": "left-to-right LM", "bilm": "two directional LMs",
-                "w2v": "word2vec"}.get(lm, lm)
-        for ax, key in ((ax_acc, f"{lm}_acc"), (ax_loss, "loss")):
+        for ax, key, scale in ((ax_acc, f"{lm}_acc", 100), (ax_loss, "loss", 1)):
             train = read_curve(plots, "train", key)
             if train:
                 steps, values = zip(*train)
-                ax.plot(steps, _smooth(list(values)), "-", color=color, alpha=0.8, lw=1.2,
-                        label=f"{label} ({name})" if ax is ax_acc else label)
+                ax.plot(steps, _smooth([scale * v for v in values]), "-", color=color, alpha=0.8, lw=1.2,
+                        label=f"{label} ({LM_NAMES.get(lm, lm)})" if ax is ax_acc else None)
             val = read_curve(plots, "val", key)
             if val:
-                ax.plot(*zip(*val), "o", color=color, markersize=4)
-    ax_acc.set(xlabel="pretraining step", ylabel="token accuracy (dots: validation)", title=f"{title}: LM accuracy")
-    ax_loss.set(xlabel="pretraining step", ylabel="loss (dots: validation)", title=f"{title}: loss")
+                steps, values = zip(*val)
+                ax.plot(steps, [scale * v for v in values], "o", color=color, markersize=4)
+    ax_acc.set(xlabel="pretraining step", ylabel="LM token accuracy (%)", title=f"{title}: LM accuracy")
+    # the loss logged is the LM's cross-entropy, plus NSP's where the run trains it
+    ax_loss.set(xlabel="pretraining step", ylabel="loss (cross-entropy, nats)", title=f"{title}: loss")
     for ax in (ax_acc, ax_loss):
         ax.grid(alpha=0.3)
-    ax_acc.legend(fontsize=7)
+    kinds = [Line2D([], [], color="#777", lw=1.2, label="training (smoothed)"),
+             Line2D([], [], color="#777", marker="o", ls="", markersize=4, label="validation")]
+    ax_acc.legend(handles=ax_acc.get_legend_handles_labels()[0] + kinds, fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -77,6 +118,7 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title:
     the mean over its pretraining runs with a band from the lowest to the highest run, the floors as named
     horizontal lines, and a star where the mean first rises above each floor that reads context."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    handles, band, star = [], False, False
     for i, (label, plots) in enumerate(rows):
         curves = [c for c in (read_fixed_curve(p) for p in plots) if c]
         if not curves:
@@ -87,82 +129,97 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title:
         mean = [sum(a) / len(a) for a in acc]
         for ax, key in zip(axes, ("step", "seconds")):
             xs = [sum(c[j].get(key, 0.0) for c in curves) / len(curves) for j in range(n)]
-            ax.plot(xs, mean, "o-", color=color, lw=1.5, markersize=3,
-                    label=f"{label} ({len(curves)} run{'s' if len(curves) > 1 else ''})" if ax is axes[0] else None)
+            line, = ax.plot(xs, mean, "o-", color=color, lw=1.5, markersize=3,
+                            label=f"{label} (mean of {len(curves)} run{'s' if len(curves) > 1 else ''})")
+            if ax is axes[0]:
+                handles.append(line)
             if len(curves) > 1:
+                band = True
                 ax.fill_between(xs, [min(a) for a in acc], [max(a) for a in acc], color=color, alpha=0.2, lw=0)
             for floor in floors[1:]:
                 j = next((j for j in range(n) if mean[j] > 100 * floor["accuracy"]), None)
                 if j is not None:
+                    star = True
                     ax.plot([xs[j]], [mean[j]], "*", color=color, markersize=11)
     for ax, xlabel in zip(axes, ("pretraining step", "training seconds (validation excluded)")):
         for floor in floors:
             y = 100 * floor["accuracy"]
-            ax.axhline(y, ls="--", color="#555", lw=0.9)
-            ax.annotate(f"{floor['short']} {y:.1f}%", (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
+            name = f"{floor['short']} {y:.1f}%"
+            ax.axhline(y, **REFERENCE, label=name)  # named by the text at its right end
+            ax.annotate(name, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
                         textcoords="offset points", va="center", fontsize=7, color="#333")
-        ax.set(xlabel=xlabel, ylim=(0, max([100 * f["accuracy"] for f in floors] + [ax.get_ylim()[1]]) + 3))
+        ax.set(xlabel=xlabel, ylabel="accuracy at the masked positions (%)",
+               ylim=(0, max([100 * f["accuracy"] for f in floors] + [ax.get_ylim()[1]]) + 3))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy at the masked positions (%)")
-    fig.suptitle(f"{title}: the fixed evaluation set (dashed: count-based floors; star: the mean rises above one)",
-                 fontsize=10)
-    fig.legend(loc="lower center", ncol=min(4, max(1, len(rows))), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 0.95, 0.97))
+    if band:
+        handles.append(Patch(color="#999", alpha=0.3, label="band: lowest to highest run"))
+    if floors:
+        handles.append(Line2D([], [], **REFERENCE, label="dashed: a count-based floor"))
+    if star:
+        handles.append(Line2D([], [], marker="*", ls="", color="#555", markersize=9,
+                              label="star: the mean first rises above a floor that reads context"))
+    fig.suptitle(f"{title}: the fixed evaluation set", fontsize=10)
+    fig.legend(handles=handles, loc="lower center", ncol=min(3, max(1, len(handles))), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.1 if len(handles) > 3 else 0.07, 0.95, 0.97))
     return fig
 
 
 def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
-    """Dev metric per row with error bars (each row's interval, as the test computes it); TF-IDF as a dashed line."""
+    """Dev metric per row as dots with error bars (each row's interval, as the test computes it), one colour per
+    fine-tuning mode for a family of pretraining variants; TF-IDF as a named dashed line."""
     rows = [r for r in fam["rows"] if r["ran"]]
     series = [fam["rows"][0]["name"]] if fam["kind"] == "mode" else modes
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(rows) * max(1, len(series)) ** 0.5), 3.8))
-    width = 0.8 / len(series)
-    values = []
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(rows) * max(1, len(series)) ** 0.5) + 2, 3.8))
+    scale = 100 if percent(metric) else 1
+    width = 0.5 / len(series)  # the offset between one row's modes
     for j, mode in enumerate(series):
         stats = [r["primary"] if fam["kind"] == "mode" else r["scores"].get(mode) for r in rows]
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
-        means = [100 * s["mean"] if s and percent(metric) else (s["mean"] if s else 0) for s in stats]
-        scale = 100 if percent(metric) else 1
-        errors = [[scale * (s["mean"] - s["low"]) if s and s["low"] is not None else 0 for s in stats],
-                  [scale * (s["high"] - s["mean"]) if s and s["low"] is not None else 0 for s in stats]]
-        values += means + [m + e for m, e in zip(means, errors[1])]
-        ax.bar(xs, means, width * 0.95, yerr=errors, capsize=4, color=COLORS[j % len(COLORS)],
-               label=None if fam["kind"] == "mode" else mode_label(mode))
+        _dots(ax, xs, stats, scale, COLORS[j % len(COLORS)], None if fam["kind"] == "mode" else mode_label(mode))
     if fam["classical"]:
-        c = fam["classical"]["mean"] * (100 if percent(metric) else 1)
-        ax.axhline(c, ls="--", color="#555", lw=1, label=f"{classical_name(task)} baseline ({c:.1f})")
-        values.append(c)
-    lo = min(values) if values else 0
-    ax.set_ylim(max(0, lo - 0.15 * (max(values) - lo + 1) - 2), max(values) + 2 if values else 1)
+        c = scale * fam["classical"]["mean"]
+        ax.axhline(c, **REFERENCE, label=f"{classical_name(task)} baseline\n(no pretraining): {c:.1f}")
+    ax.set_xlim(-0.5, len(rows) - 0.5)
+    ax.margins(y=0.1)
+    _min_span(ax, MIN_SPAN if percent(metric) else MIN_SPAN / 100)
     ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
-    unit = "%" if percent(metric) else ""
-    ax.set(ylabel=f"{task} dev {metric} {unit}".strip(), title=fam["title"])
+    ax.set(xlabel="fine-tuning mode" if fam["kind"] == "mode" else "pretraining setting",
+           ylabel=f"{task} dev {metric} ({'%' if percent(metric) else 'correlation'})", title=fam["title"])
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    _legend(ax)
     fig.tight_layout()
     return fig
 
 
 def suite_figure(fam: dict, columns: list[dict], title: str):
-    """Each row's score in each column of the suite, with its interval: the paper's table drawn at our scale."""
+    """Each row's score in each column of the suite as a dot with its interval (the paper's table drawn at our
+    scale); TF-IDF's score in each column as a named dashed segment."""
     rows = [r for r in fam["rows"] if r["ran"]]
-    fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(columns) * max(1, len(rows)) ** 0.5), 3.8))
-    width = 0.8 / max(1, len(rows))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(columns) * max(1, len(rows)) ** 0.5) + 2, 3.8))
+    width = 0.5 / max(1, len(rows))
     for j, r in enumerate(rows):
-        xs, means, errs = [], [], [[], []]
-        for i, (col, cell) in enumerate(zip(columns, r["cells"])):
-            if not cell["ran"]:
-                continue
-            scale = 100 if percent(col["metric"]) else 1
-            xs.append(i + (j - (len(rows) - 1) / 2) * width)
-            means.append(scale * cell["mean"])
-            errs[0].append(scale * (cell["mean"] - cell["low"]) if cell["low"] is not None else 0)
-            errs[1].append(scale * (cell["high"] - cell["mean"]) if cell["low"] is not None else 0)
-        ax.bar(xs, means, width * 0.95, yerr=errs, capsize=3, color=COLORS[j % len(COLORS)], label=r["label"])
+        xs = [i + (j - (len(rows) - 1) / 2) * width for i in range(len(columns))]
+        # correlations x 100 too: one axis for every column
+        _dots(ax, xs, [cell if cell["ran"] else None for cell in r["cells"]], 100, COLORS[j % len(COLORS)],
+              r["label"])
+    classical = fam.get("classical") or []
+    if any(v is not None for v in classical):
+        xs, ys = [], []
+        for i, v in enumerate(classical):
+            if v is not None:  # one Line2D, its segments split by NaN: one legend entry
+                xs += [i - 0.35, i + 0.35, float("nan")]
+                ys += [100 * v, 100 * v, float("nan")]
+        ax.plot(xs, ys, **REFERENCE, label="no pretraining: TF-IDF\n(SQuAD: word overlap)")
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.margins(y=0.1)
+    _min_span(ax)
     ax.set_xticks(range(len(columns)), [c["label"] for c in columns], rotation=15, ha="right", fontsize=8)
-    ax.set(ylabel="dev score (% for accuracy, F1, EM)", title=f"{title}: every task of the suite")
+    everything_percent = all(percent(c["metric"]) for c in columns)
+    ax.set(xlabel="task and metric",
+           ylabel="dev score (%)" if everything_percent else "dev score (%; correlations x 100)",
+           title=f"{title}: every task of the suite")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -173,7 +230,9 @@ def contextuality_figure(probe: dict):
     for i, (name, m) in enumerate(probe["models"].items()):
         ys = m["corrected"]
         ax.plot(range(len(ys)), ys, "o-", color=COLORS[i % len(COLORS)], label=name, lw=1.5, markersize=4)
-    ax.set(xlabel="layer (0: the token layer)", ylabel="self-similarity - random-pair similarity",
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="layer (0: the token layer)",
+           ylabel="self-similarity - random-pair\nsimilarity (cosine)",
            title="How contextual is each layer? (lower: more context)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
