@@ -59,10 +59,11 @@ def _dots(ax, xs: list[float], stats: list[dict | None], scale: float, color: st
 
 
 def _min_span(ax, span: float = MIN_SPAN) -> None:
-    """Widen the y-axis around its middle to at least ``span`` (never below 0: the scores are not negative)."""
+    """Widen the y-axis around its middle to at least ``span``; not below 0 unless a value is (a correlation)."""
     lo, hi = ax.get_ylim()
     if hi - lo < span:
-        lo = max(0.0, (lo + hi - span) / 2)
+        middle = (lo + hi - span) / 2
+        lo = max(0.0, middle) if lo >= 0 else middle
         ax.set_ylim(lo, lo + span)
 
 
