@@ -1,0 +1,385 @@
+"""A sentence log-likelihood for every generation of the lineage, each the way that fits it, and BLiMP scored with it.
+
+* BERT (a masked LM): pseudo-log-likelihood (Salazar et al., 2020): mask each
+  piece in turn and sum the log-probabilities of the original pieces. With
+  ``pll="word"`` the within-word pieces to the right of the scored one are
+  masked too (Kauf & Ivanova, 2023, PLL-word-l2r), so a word split into
+  pieces is not scored from its own visible remainder ("##ek" giving away
+  "der"). Batched as one row per masked position, the vocabulary projection
+  only at that position.
+* The left-to-right LM (BERT with causal attention, GPT-style): the sum of
+  each piece's log-probability given the pieces before it.
+* ELMo's biLM: the mean of its forward LM's and its backward LM's sentence
+  log-likelihoods (each a proper left-to-right or right-to-left probability;
+  their mean is the log of the two probabilities' geometric mean).
+* The n-gram floor: its own smoothed (Kneser-Ney) log-likelihood
+  (``pipeline.zero_shot.ngram_lm``).
+* word2vec: no probability of a sentence at all; ``NoSentenceScore`` says so.
+
+Every model scores the same positions: a sentence's text pieces, read as
+``[CLS] sentence [SEP]`` (the special pieces are context, never scored).
+Sentences are sorted by length before batching, so a batch is padded little;
+padding and batch size change no score (beyond float rounding).
+
+Shapes: R rows (masked copies or sentences) in a batch, T its longest, V vocabulary, N scored pieces.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Protocol, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from tqdm import tqdm
+
+from pipeline.data.encoded import EncodedCorpus
+from pipeline.data.tokenizer import MASK, load_tokenizer
+from pipeline.errors import DataError
+from pipeline.io import read_json
+from pipeline.model.bert import BertForPreTraining
+from pipeline.model.elmo import ElmoLM
+from pipeline.model.folders import load_model, model_type
+from pipeline.model.hf import load_hf
+from pipeline.zero_shot.blimp import BlimpResult, Paradigm, ParadigmResult, ZeroShotConfig, load
+from pipeline.zero_shot.ngram_lm import NgramLM, context_windows
+
+
+class Encoded(NamedTuple):
+    """One tokenized sentence: ``ids`` (L,) with [CLS] and [SEP], ``text`` (L,) bool its scored pieces, ``words``
+    (L,) each piece's word index (-1 for the special pieces)."""
+    ids: np.ndarray
+    text: np.ndarray
+    words: np.ndarray
+
+
+def encode(tokenizer, sentences: Sequence[str]) -> list[Encoded]:
+    """``[CLS] sentence [SEP]`` pieces of each sentence, with its word boundaries (the tokenizer's words)."""
+    return [Encoded(np.asarray(e.ids, np.int64), ~np.asarray(e.special_tokens_mask, bool),
+                    np.asarray([-1 if w is None else w for w in e.word_ids], np.int64))
+            for e in tokenizer.encode_batch(list(sentences))]
+
+
+class SentenceScorer(Protocol):
+    method: str                 # recorded with the result: pll | pll_word | ltr | bilm | ngram
+    max_pieces: int | None      # the longest sentence it reads ([CLS], [SEP] included); None: no limit
+
+    def log_likelihoods(self, sentences: Sequence[Encoded], progress: bool = False) -> np.ndarray:
+        """(S,) float64: each sentence's log-likelihood (natural log) over its text pieces."""
+
+
+@dataclass(frozen=True)
+class NoSentenceScore:
+    """A model that assigns no probability to a sentence (word2vec): it is reported as such, not scored."""
+    kind: str
+    reason: str
+
+
+# -------------------------------------------------------------------------------------------------- batching
+
+
+def _by_length(sentences: Sequence[Encoded]) -> list[int]:
+    return sorted(range(len(sentences)), key=lambda i: len(sentences[i].ids))
+
+
+class _Rows(NamedTuple):
+    owner: np.ndarray      # (n,) the sentence each row belongs to
+    ids: list[np.ndarray]  # n rows of pieces, unpadded
+    at: np.ndarray         # (n,) the masked position each row scores
+    target: np.ndarray     # (n,) the piece to score there
+
+
+def _pad(rows: Sequence[np.ndarray], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(R, T) ids right-padded with ``pad_id`` and the (R, T) attention mask (1 = a real piece)."""
+    T = max(len(r) for r in rows)
+    ids = np.full((len(rows), T), pad_id, np.int64)
+    mask = np.zeros((len(rows), T), np.int64)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = r
+        mask[i, :len(r)] = 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _batches(blocks: Iterable[_Rows], batch_size: int) -> Iterator[_Rows]:
+    """Blocks of rows regrouped into batches of exactly ``batch_size`` rows (the last one smaller)."""
+    buf: list[_Rows] = []
+    n = 0
+    for block in blocks:
+        buf.append(block)
+        n += len(block.owner)
+        while n >= batch_size:
+            take, rest, need = [], [], batch_size
+            for b in buf:
+                if need >= len(b.owner):
+                    take.append(b)
+                    need -= len(b.owner)
+                elif need > 0:
+                    take.append(_Rows(b.owner[:need], b.ids[:need], b.at[:need], b.target[:need]))
+                    rest.append(_Rows(b.owner[need:], b.ids[need:], b.at[need:], b.target[need:]))
+                    need = 0
+                else:
+                    rest.append(b)
+            yield _join(take)
+            buf, n = rest, n - batch_size
+    if n:
+        yield _join(buf)
+
+
+def _join(blocks: list[_Rows]) -> _Rows:
+    return _Rows(np.concatenate([b.owner for b in blocks]), [r for b in blocks for r in b.ids],
+                 np.concatenate([b.at for b in blocks]), np.concatenate([b.target for b in blocks]))
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+# --------------------------------------------------------------------------------------------------- scorers
+
+
+class PseudoLogLikelihood:
+    """A masked LM's PLL: sum over pieces t of log P(piece t | the sentence with t masked).
+
+    With ``word_level`` the pieces after t inside t's word are masked as well (PLL-word-l2r). Each masked copy is
+    one row; the LM head runs only at its masked position, so a batch costs R x T encoder positions and R
+    vocabulary projections."""
+
+    def __init__(self, model: BertForPreTraining, mask_id: int, *, word_level: bool = False, batch_size: int = 256):
+        if model.config.causal:
+            raise ValueError("a left-to-right model has no pseudo-log-likelihood: score it with LeftToRight")
+        self.model, self.mask_id, self.word_level, self.batch_size = model.eval(), mask_id, word_level, batch_size
+        self.method = "pll_word" if word_level else "pll"
+        self.max_pieces = model.config.max_position_embeddings
+
+    def masked_copies(self, owner: int, s: Encoded) -> _Rows:
+        """One row per text piece of ``s``: the sentence with that piece (and, word-level, its word's later
+        pieces) replaced by [MASK]."""
+        at = np.flatnonzero(s.text)                                          # (n,)
+        L = len(s.ids)
+        hide = np.zeros((len(at), L), bool)
+        hide[np.arange(len(at)), at] = True
+        if self.word_level:
+            later = np.arange(L)[None, :] > at[:, None]
+            hide |= later & (s.words[None, :] == s.words[at][:, None]) & (s.words[None, :] >= 0)
+        rows = np.where(hide, self.mask_id, s.ids[None, :])                # (n, L)
+        return _Rows(np.full(len(at), owner), list(rows), at, s.ids[at])
+
+    @torch.inference_mode()
+    def log_likelihoods(self, sentences: Sequence[Encoded], progress: bool = False) -> np.ndarray:
+        scores = np.zeros(len(sentences))
+        device, pad = _device(self.model), self.model.config.pad_token_id
+        bar = tqdm(total=sum(int(s.text.sum()) for s in sentences), desc=f"BLiMP {self.method}", unit="row",
+                   disable=not progress)
+        blocks = (self.masked_copies(i, sentences[i]) for i in _by_length(sentences))
+        for b in _batches(blocks, self.batch_size):
+            ids, mask = _pad(b.ids, pad)
+            T = ids.shape[1]
+            rows = torch.from_numpy(np.arange(len(b.at)) * T + b.at)       # (R,) into the flattened (R*T) states
+            logits = self.model(ids.to(device), attention_mask=mask.to(device),
+                                masked_positions=rows.to(device)).mlm_logits   # (R, V)
+            logp = F.log_softmax(logits.float(), -1).gather(1, torch.from_numpy(b.target)[:, None].to(device))
+            np.add.at(scores, b.owner, logp.squeeze(1).double().cpu().numpy())
+            bar.update(len(b.owner))
+        bar.close()
+        return scores
+
+
+@torch.inference_mode()
+def _per_sentence(scorer, sentences: Sequence[Encoded], progress: bool) -> np.ndarray:
+    """Sum ``scorer.piece_log_probs`` per sentence, reading each sentence once (a row per sentence, sorted by
+    length): how the left-to-right LM and ELMo score."""
+    scores = np.zeros(len(sentences))
+    device = _device(scorer.model)
+    order = _by_length(sentences)
+    for start in tqdm(range(0, len(order), scorer.batch_size), desc=f"BLiMP {scorer.method}", unit="batch",
+                      disable=not progress):
+        chunk = order[start:start + scorer.batch_size]
+        ids, mask = _pad([sentences[i].ids for i in chunk], scorer.pad_id)
+        text = torch.zeros_like(ids, dtype=torch.bool)  # (R, T)
+        for r, i in enumerate(chunk):
+            text[r, :len(sentences[i].ids)] = torch.from_numpy(sentences[i].text)
+        logp = scorer.piece_log_probs(ids.to(device), mask.to(device), text.to(device))  # (N,)
+        owner = np.asarray(chunk)[text.nonzero()[:, 0].numpy()]
+        np.add.at(scores, owner, logp.double().cpu().numpy())
+    return scores
+
+
+def _next_and_previous(text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(before, after) (R, T) bool: the positions just before and just after each text piece (row-major order
+    is that of the text pieces, so predictions read there line up with ``ids[text]``)."""
+    before, after = torch.zeros_like(text), torch.zeros_like(text)
+    before[:, :-1], after[:, 1:] = text[:, 1:], text[:, :-1]
+    return before, after
+
+
+def _log_prob_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.log_softmax(logits.float(), -1).gather(1, targets[:, None]).squeeze(1)  # float32: see _mlm_loss
+
+
+class LeftToRight:
+    """A left-to-right LM (our BERT with causal attention): sum over pieces of log P(piece | the pieces before)."""
+    method = "ltr"
+
+    def __init__(self, model: BertForPreTraining, *, batch_size: int = 256):
+        if not model.config.causal:
+            raise ValueError("a bidirectional BERT reads the whole sentence: score it with PseudoLogLikelihood")
+        self.model, self.pad_id, self.batch_size = model.eval(), model.config.pad_token_id, batch_size
+        self.max_pieces = model.config.max_position_embeddings
+
+    def log_likelihoods(self, sentences: Sequence[Encoded], progress: bool = False) -> np.ndarray:
+        return _per_sentence(self, sentences, progress)
+
+    def piece_log_probs(self, ids: torch.Tensor, mask: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """(N,) each text piece's log-probability from the state before it; ``ids``, ``mask``, ``text`` (R, T)."""
+        h = self.model.bert(ids, attention_mask=mask).last_hidden_state  # (R, T, H)
+        before, _ = _next_and_previous(text)
+        return _log_prob_of(self.model.cls.predictions(h[before]), ids[text])
+
+
+class BiLM:
+    """ELMo: the mean of the forward LM's and the backward LM's sentence log-likelihoods."""
+    method = "bilm"
+    max_pieces = None  # no learned positions
+
+    def __init__(self, model: ElmoLM, *, batch_size: int = 256):
+        self.model, self.pad_id, self.batch_size = model.eval(), model.config.pad_token_id, batch_size
+
+    def log_likelihoods(self, sentences: Sequence[Encoded], progress: bool = False) -> np.ndarray:
+        return _per_sentence(self, sentences, progress)
+
+    def piece_log_probs(self, ids: torch.Tensor, mask: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """(N,) the mean of each text piece's log-probability from both directions."""
+        _, fwd, bwd = self.model.directions(ids, mask)  # each layer (R, T, h)
+        before, after = _next_and_previous(text)
+        targets = ids[text]
+        forward = _log_prob_of(self.model.softmax(fwd[-1][before]), targets)   # from the pieces before
+        backward = _log_prob_of(self.model.softmax(bwd[-1][after]), targets)   # from the pieces after
+        return (forward + backward) / 2  # summed per sentence: the mean of the two directions' log-likelihoods
+
+
+class NgramScorer:
+    """The count-based floor: an interpolated Kneser-Ney n-gram LM's log-likelihood."""
+    method = "ngram"
+    max_pieces = None
+
+    def __init__(self, lm: NgramLM, cls_id: int):
+        self.lm, self.cls_id = lm, cls_id
+
+    def log_likelihoods(self, sentences: Sequence[Encoded], progress: bool = False) -> np.ndarray:
+        pieces = [s.ids[s.text] for s in sentences]
+        lengths = np.array([len(p) for p in pieces])
+        owner = np.repeat(np.arange(len(sentences)), lengths)
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        tokens = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        logp = self.lm.log_probs(context_windows(tokens, starts, self.cls_id, self.lm.n))
+        return np.bincount(owner, weights=logp, minlength=len(sentences))
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+
+
+def _weight_names(folder: Path) -> set[str]:
+    """The tensor names of a model folder's weights, read from headers only where the format allows."""
+    single, index, legacy = folder / "model.safetensors", folder / "model.safetensors.index.json", folder / "pytorch_model.bin"
+    if single.is_file():
+        with safe_open(str(single), "pt") as f:
+            return set(f.keys())
+    if index.is_file():
+        return set(read_json(index).get("weight_map", {}))
+    if legacy.is_file():
+        return set(torch.load(legacy, map_location="cpu", weights_only=True, mmap=True))
+    return set()
+
+
+def _has_lm_head(folder: Path) -> bool:
+    return any(n.startswith("cls.predictions.transform.") for n in _weight_names(folder))
+
+
+def bert_scorer(folder: str | os.PathLike, *, pll: str = "token", batch_size: int = 256):
+    """The scorer of a Hugging Face BERT folder (ours, or ``BertForMaskedLM`` / ``BertForPreTraining`` from
+    elsewhere): PLL for a masked LM, the left-to-right sum for a causal one (``is_decoder``)."""
+    folder = Path(folder)
+    if not _has_lm_head(folder):
+        raise DataError(f"{folder}: no language-model head (cls.predictions.*) in its weights, so no sentence "
+                        "probability: expected a BertForMaskedLM or BertForPreTraining folder")
+    model = load_hf(folder, BertForPreTraining)
+    if model.config.causal:
+        return LeftToRight(model, batch_size=batch_size)
+    mask_id = load_tokenizer(folder).token_to_id(MASK)
+    if mask_id is None:
+        raise DataError(f"{folder}: its vocabulary has no {MASK} piece, so no pseudo-log-likelihood")
+    return PseudoLogLikelihood(model, mask_id, word_level=pll == "word", batch_size=batch_size)
+
+
+def _elmo_scorer(folder: Path, *, batch_size: int, **_) -> BiLM:
+    return BiLM(load_model(folder), batch_size=batch_size)
+
+
+def _word2vec_scorer(folder: Path, **_) -> NoSentenceScore:
+    return NoSentenceScore("lab-word2vec", "word2vec learns a vector per piece and no probability of a sentence: "
+                                           "it has no BLiMP score")
+
+
+SCORERS = {"bert": bert_scorer, "lab-elmo": _elmo_scorer, "lab-word2vec": _word2vec_scorer}  # by model_type
+
+
+def folder_scorer(folder: str | os.PathLike, *, pll: str = "token", batch_size: int = 256):
+    """The scorer of any model folder the pretrain stage exports (or a Hugging Face BERT folder), by its
+    config.json's ``model_type``."""
+    kind = model_type(folder)
+    if kind not in SCORERS:
+        raise DataError(f"{Path(folder) / 'config.json'}: model_type={kind!r} has no zero-shot scorer: expected one "
+                        f"of {', '.join(SCORERS)}")
+    return SCORERS[kind](Path(folder), pll=pll, batch_size=batch_size)
+
+
+def ngram_scorer(corpus: str | os.PathLike, cls_id: int, *, order: int = 3, progress: bool = False) -> NgramScorer:
+    """The n-gram floor counted on an encoded corpus (``<pairs>/train/corpus``: the pretraining text)."""
+    c = EncodedCorpus(corpus)
+    return NgramScorer(NgramLM.count(c.tokens, c.sentences, vocab_size=c.vocab_size, cls_id=cls_id, order=order,
+                                     progress=progress), cls_id)
+
+
+# --------------------------------------------------------------------------------------------------- scoring
+
+
+def evaluate(scorer: SentenceScorer | NoSentenceScore, tokenizer, paradigms: Sequence[Paradigm], *,
+             max_pieces: int | None = None, progress: bool = False) -> BlimpResult:
+    """Every pair of ``paradigms`` scored: both sentences' log-likelihoods, a pair right when the good one is higher.
+
+    A pair with a sentence longer than the model reads (its positions, or ``max_pieces`` if smaller) is left out
+    and counted (``ParadigmResult.excluded``); its scores are NaN."""
+    if isinstance(scorer, NoSentenceScore):
+        return BlimpResult(method=None, reason=scorer.reason)
+    limits = [x for x in (scorer.max_pieces, max_pieces) if x is not None]
+    limit = min(limits) if limits else None
+    sentences = [s for p in paradigms for s in (*p.good, *p.bad)]
+    encoded = encode(tokenizer, sentences)
+    fits = np.array([limit is None or len(e.ids) <= limit for e in encoded], bool)
+    start = 0
+    for p in paradigms:  # a pair is scored only when both of its sentences fit
+        n = len(p)
+        both = fits[start:start + n] & fits[start + n:start + 2 * n]
+        fits[start:start + 2 * n] = np.concatenate([both, both])
+        start += 2 * n
+    keep = np.flatnonzero(fits)
+    scores = np.full(len(encoded), np.nan)
+    scores[keep] = scorer.log_likelihoods([encoded[i] for i in keep], progress=progress)
+    results, start = [], 0
+    for p in paradigms:
+        n = len(p)
+        results.append(ParadigmResult(p.uid, p.field, p.phenomenon, scores[start:start + n],
+                                      scores[start + n:start + 2 * n]))
+        start += 2 * n
+    return BlimpResult(method=scorer.method, paradigms=results)
+
+
+def score_folder(folder: str | os.PathLike, config: ZeroShotConfig, *, progress: bool = False) -> BlimpResult:
+    """A model folder's BLiMP result under the ``zero_shot`` settings."""
+    scorer = folder_scorer(folder, pll=config.pll, batch_size=config.batch_size)
+    paradigms = load(config.data, config.paradigms, config.pairs)
+    tokenizer = None if isinstance(scorer, NoSentenceScore) else load_tokenizer(folder)
+    return evaluate(scorer, tokenizer, paradigms, max_pieces=config.max_pieces, progress=progress)
