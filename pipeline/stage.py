@@ -12,8 +12,8 @@ whole ``cfg`` as well: this module, ``config`` (validation), ``variants`` and
 
 ``run_stage`` applies an ablation variant (``variant=<name>``) and, in a Hydra
 sweep, moves the outputs into the job's folder; then it validates the settings,
-applies the runtime group, runs, and turns a user-fixable error (``LabError``)
-into one line on stderr and exit status 2.
+applies the runtime group, runs, and turns a user-fixable error (``LabError``, also
+when a ``_target_`` raised it inside Hydra's ``instantiate``) into one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import time
 import warnings
 from typing import Any, Callable
 
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from pipeline.config import check_fresh, validate
@@ -62,6 +63,14 @@ def apply_runtime(cfg: DictConfig) -> None:
         torch.set_num_threads(int(rt.num_threads))
 
 
+def user_error(e: BaseException) -> LabError | None:
+    """The ``LabError`` behind ``e``: ``e`` itself, or what a ``_target_`` (a task loader, a corpus source)
+    raised inside ``instantiate``, which wraps it once per level of nesting; None for a bug."""
+    while isinstance(e, InstantiationException) and e.__cause__ is not None:
+        e = e.__cause__
+    return e if isinstance(e, LabError) else None
+
+
 def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_lightning()
@@ -72,8 +81,11 @@ def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> An
         validate(cfg)
         apply_runtime(cfg)
         result = fn(cfg)
-    except LabError as e:
-        print(f"error: {name}: {e}", file=sys.stderr)
+    except (LabError, InstantiationException) as e:
+        error = user_error(e)
+        if error is None:
+            raise
+        print(f"error: {name}: {error}", file=sys.stderr)
         sys.exit(2)
     log.info("%s finished in %.1f s", name, time.perf_counter() - start)
     return result

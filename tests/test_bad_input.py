@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import original_ids, run_stage, vocab_txt_pair
+from conftest import ROOT, original_ids, run_stage, vocab_txt_pair
 from pipeline.data.corpus import bible_documents, prepare_corpus, text_documents
 from pipeline.data.pairs import make_examples
 from pipeline.data.shards import PairsDataset
@@ -104,3 +104,49 @@ def test_a_sequence_longer_than_the_position_table_is_refused(tmp_path):
     assert _stage_error(r) == ("error: make_pairs: pairs.max_seq_length=512 is not allowed: expected at most "
                                "model.max_position_embeddings=128 (the position table)")
 
+
+
+# Each task loader (a `_target_` of conf/task) and the setting that points it at its data; None: data it ships with.
+DATA_SETTING = {"pipeline.finetune.tasks.glue": "data_dir", "pipeline.finetune.tasks.squad": "train",
+                "pipeline.finetune.tasks.conll": "train", "pipeline.finetune.tasks.table": "train",
+                "pipeline.finetune.tasks.hf_dataset": "path", "pipeline.finetune.tasks.bible_sections": None}
+TASKS = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
+
+
+def _finetune_start(tmp_path) -> list[str]:
+    """Overrides that get the finetune stage as far as loading its task: an export folder to start from (never
+    read before the task is) and a tracking store that needs no set-up."""
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "config.json").write_text("{}")
+    return [f"finetune.init_from={tmp_path / 'export'}", f"tracking.uri={(tmp_path / 'mlruns').as_uri()}",
+            f"paths.metrics={tmp_path / 'metrics'}"]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_task_whose_data_is_missing_stops_with_one_line_naming_the_path(tmp_path, capsys, task):
+    """Every loader, called through Hydra's instantiate: the loader's message as the stage's one line, exit 2
+    (not Hydra's "Error in call to target" report and exit 1)."""
+    from pipeline.config import compose
+    from pipeline.finetune.run import run
+    from pipeline.stage import run_stage as stage
+
+    target = compose([f"task={task}"]).task.data._target_
+    assert target in DATA_SETTING, f"conf/task/{task}.yaml: loader {target} is new here; add its data setting"
+    if DATA_SETTING[target] is None:
+        pytest.skip(f"{task}: its data ships with the lab")
+    missing = tmp_path / "nowhere"
+    cfg = compose([f"task={task}", f"task.data.{DATA_SETTING[target]}={missing}", *_finetune_start(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        stage("finetune", run, cfg)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: finetune: ") and str(missing) in err[0], err
+    assert not (tmp_path / "metrics").exists()
+
+
+def test_the_finetune_stage_names_a_missing_glue_folder_in_one_line(tmp_path):
+    """The same through the entry point a person runs (the issue's example)."""
+    r = run_stage("finetune", "task=stsb", "task.data.data_dir=/nonexistent", *_finetune_start(tmp_path))
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines() == ["error: finetune: /nonexistent/STS-B: GLUE task folder not found (set "
+                                             "task.data.data_dir to your GLUE data directory)"]
