@@ -22,7 +22,7 @@ from pipeline.errors import ConfigError, LabError
 from pipeline.finetune.modes import MODES
 from pipeline.model.config import build_config
 from pipeline.optim import OPTIMIZERS, SCHEDULES
-from pipeline.pretrain.objectives import ARCHITECTURE_OF, LM_OBJECTIVES
+from pipeline.pretrain.objectives import LM_OBJECTIVES
 from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 
 _DURATION = re.compile(r"\d+:\d\d:\d\d:\d\d")  # Lightning's max_time format, DD:HH:MM:SS
@@ -71,6 +71,7 @@ def _int(v: Any) -> bool:
 def validate(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` for the first setting that cannot work."""
     if "grid" in cfg and "family" in cfg:
+        _check_distinct(cfg, "grid.pretrain", "variant names (each is one row of pretraining runs)")
         for name in cfg.grid.pretrain:
             find_variant(cfg, name)
     if "seed" in cfg:
@@ -107,13 +108,10 @@ def validate(cfg: DictConfig) -> None:
         _check(cfg, "eval_set.max_sequences", lambda v: v is None or (_int(v) and v >= 1),
                "a positive integer or null (optional: all valid examples)")
     if "model" in cfg:
-        lm = cfg.get("objective", {}).get("lm", "masked")
-        arch = cfg.model.get("architecture", "bert")
-        if lm in ARCHITECTURE_OF and arch != ARCHITECTURE_OF[lm]:
-            raise ConfigError(f"objective.lm={lm} is not allowed with model.architecture={arch}: expected a "
-                              f"{ARCHITECTURE_OF[lm]} model (e.g. model={ARCHITECTURE_OF[lm]})")
+        lm = cfg.get("objective", {}).get("lm")
+        # model.architecture's own checks, objective.lm among the ones it trains (an unknown one: below)
         build_config(OmegaConf.to_container(cfg.model), cfg.get("tokenizer", {}).get("vocab_size", 1 << 16),
-                     lm if lm in ARCHITECTURE_OF else "masked")  # the architecture's own checks
+                     lm if lm in LM_OBJECTIVES else None)
         if "pairs" in cfg and cfg.model.max_position_embeddings < cfg.pairs.max_seq_length:
             raise ConfigError(
                 f"pairs.max_seq_length={cfg.pairs.max_seq_length} is not allowed: expected at most "
@@ -148,6 +146,8 @@ def validate(cfg: DictConfig) -> None:
                f"a non-empty list of: {', '.join(MODES)}")
         _check(cfg, "finetune.seeds", lambda v: len(v) > 0 and all(_int(s) for s in v),
                "a non-empty list of integers")
+        _check_distinct(cfg, "finetune.seeds", "seeds (each is one run; a repeat would count the same run twice)")
+        _check_distinct(cfg, "finetune.modes", "modes (each is fine-tuned once per seed)")
         for k in ("epochs", "feature_epochs", "batch_size", "eval_batch_size", "feature_eval_batch_size"):
             _check(cfg, f"finetune.{k}", lambda v: _int(v) and v >= 1, "a positive integer")
         _check(cfg, "finetune.betas", lambda v: len(v) == 2 and all(_number(b) and 0 <= b < 1 for b in v),
@@ -186,6 +186,15 @@ def validate(cfg: DictConfig) -> None:
                "a positive integer or null (optional)")
 
 
+def _check_distinct(cfg: DictConfig, key: str, what: str) -> None:
+    """A list setting whose entries are runs (seeds, modes, variants): a repeated entry is refused, naming it."""
+    values = list(_get(cfg, key) or [])
+    repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if repeated is not None:
+        raise ConfigError(f"{key}={values!r} is not allowed: {repeated!r} is listed {values.count(repeated)} times; "
+                          f"expected distinct {what}")
+
+
 def _check_procedure(cfg: DictConfig, group: str) -> None:
     """What a chosen piece becomes (``<group>.mask_token_prob``, ``random_token_prob``, ``keep_prob``): shares of 1."""
     for k in ("mask_token_prob", "random_token_prob", "keep_prob"):
@@ -215,6 +224,7 @@ def check_suite(cfg: DictConfig) -> None:
             raise ConfigError(f"suite.modes.{task}: not a task of the suite: expected one of {', '.join(tasks)}")
         _check(cfg, f"suite.modes.{task}", lambda v: len(v) > 0 and set(v) <= set(MODES),
                f"a non-empty list of: {', '.join(MODES)}")
+        _check_distinct(cfg, f"suite.modes.{task}", "modes (each is fine-tuned once per seed)")
     for i, col in enumerate(suite.get("columns") or []):
         if col.get("task") not in tasks:
             raise ConfigError(f"suite.columns[{i}].task={col.get('task')!r} is not allowed: expected one of the "
@@ -263,6 +273,14 @@ def check_fresh(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:
                           f"`{RECOMPOSE}` and then `dvc repro`")
 
 
+def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR) -> None:
+    """The check_conf stage, before any other stage spends compute: ``params`` composed from conf/ as it is now,
+    and its settings valid."""
+    cfg = OmegaConf.load(params)
+    check_fresh(cfg, conf_dir)
+    validate(cfg)
+
+
 def write_params(root: Path = CONF_DIR.parent) -> Path:
     """Recompose ``params.yaml`` from conf/ the way `dvc exp run` does (DVC's own Hydra composition)."""
     from dvc.utils.hydra import compose_and_dump
@@ -277,8 +295,8 @@ if __name__ == "__main__":  # `python -m pipeline.config [--check]`: recompose p
 
     try:
         if "--check" in sys.argv[1:]:
-            check_fresh(OmegaConf.load(CONF_DIR.parent / "params.yaml"))
-            print("params.yaml is composed from conf/ as it is")
+            check_params()
+            print("params.yaml is composed from conf/ as it is, and its settings are valid")
         else:
             print(f"wrote {write_params()}")
     except LabError as e:

@@ -150,3 +150,18 @@ def test_the_finetune_stage_names_a_missing_glue_folder_in_one_line(tmp_path):
     assert r.returncode == 2, r.stderr[-3000:]
     assert r.stderr.strip().splitlines() == ["error: finetune: /nonexistent/STS-B: GLUE task folder not found (set "
                                              "task.data.data_dir to your GLUE data directory)"]
+
+
+
+def test_a_repeated_fine_tuning_seed_is_refused_at_the_stage_s_start(tmp_path, capsys):
+    from pipeline.config import compose
+    from pipeline.finetune.run import run
+    from pipeline.stage import run_stage as stage
+
+    with pytest.raises(SystemExit) as e:
+        stage("finetune", run, compose(["finetune.seeds=[0,1,0]", *_finetune_start(tmp_path)]))
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: finetune: finetune.seeds=[0, 1, 0] is not allowed: 0 is listed 2 times; expected distinct seeds "
+        "(each is one run; a repeat would count the same run twice)"]
+    assert not (tmp_path / "metrics").exists()

@@ -117,3 +117,31 @@ def test_the_paper_s_fine_tuning_grid_is_a_hydra_sweep():
     grid = cfg.hydra.sweeper.params
     assert grid["finetune.lr"] == "5e-5,3e-5,2e-5" and grid["finetune.batch_size"] == "16,32"
     assert grid["finetune.epochs"] == "2,3,4"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["finetune.seeds=[0,1,0]"], "finetune.seeds=[0, 1, 0] is not allowed: 0 is listed 2 times; expected distinct seeds"),
+    (["finetune.modes=[pretrained,tfidf,pretrained]"], "finetune.modes=['pretrained', 'tfidf', 'pretrained'] is "
+                                                       "not allowed: 'pretrained' is listed 2 times"),
+    (["grid.pretrain=[nsp_off,mask_ratio_40,nsp_off]"], "grid.pretrain=['nsp_off', 'mask_ratio_40', 'nsp_off'] is "
+                                                        "not allowed: 'nsp_off' is listed 2 times"),
+    (["suite=table6", "+suite.modes.sst2=[pretrained,pretrained]"], "suite.modes.sst2=['pretrained', 'pretrained'] "
+                                                                    "is not allowed: 'pretrained' is listed 2 times"),
+])
+def test_a_run_listed_twice_is_refused_naming_key_and_value(overrides, message):
+    """Seeds, modes and variants are runs: a repeat would run the same thing twice and count it as two."""
+    with pytest.raises(ConfigError) as e:
+        validate(compose(overrides))
+    assert str(e.value).startswith(message), e.value
+
+
+def test_check_conf_refuses_invalid_settings_before_any_stage(tmp_path):
+    """The check_conf stage: a params.yaml as `dvc exp run -S finetune.seeds=[3,3]` composes it is refused."""
+    from pipeline.config import check_params
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(["finetune.seeds=[3,3]"]))))
+    with pytest.raises(ConfigError, match=r"finetune.seeds=\[3, 3\] is not allowed: 3 is listed 2 times"):
+        check_params(params)
+    params.write_text(yaml.safe_dump(OmegaConf.to_container(compose())))
+    check_params(params)
