@@ -158,6 +158,16 @@ def grid_examples(cfg: DictConfig) -> dict[str, dict]:
     return out
 
 
+def grid_folders(cfg: DictConfig) -> dict[str, str]:
+    """Where the probe and the report find the models and metrics of every run beyond the baseline's first:
+    ``paths.variants``; with no such run (a grid of one pretraining run) nothing is written there, and a
+    dvc.yaml dependency on it would stop the pipeline after all its compute, so the baseline's own folders
+    stand in (a dependency the stage already has)."""
+    others = len(grid_runs(cfg)) > 1
+    return {kind: str(cfg.paths.variants[kind] if others else cfg.paths[own])
+            for kind, own in (("models", "pretrain"), ("metrics", "metrics"))}
+
+
 def conf_hash(conf_dir: Path = CONF_DIR) -> str:
     """A fingerprint of conf/: every YAML file's path and bytes. params.yaml records the one it was composed
     from (``conf_hash``), so a stage can tell that conf/ was edited since (``pipeline.stage``)."""
@@ -168,14 +178,16 @@ def conf_hash(conf_dir: Path = CONF_DIR) -> str:
 
 
 def register_resolvers() -> None:
-    """``${lab.runs:}``, ``${lab.examples:}`` and ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC
-    through hydra_plugins/)."""
+    """``${lab.runs:}``, ``${lab.finetunes:}``, ``${lab.examples:}``, ``${lab.grid_folders:}`` and
+    ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC through hydra_plugins/)."""
     OmegaConf.register_new_resolver("lab.conf_hash", lambda: conf_hash(), replace=True)
     OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.finetunes", lambda *, _root_: OmegaConf.create(finetune_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),
+                                  replace=True)
+    OmegaConf.register_new_resolver("lab.grid_folders", lambda *, _root_: OmegaConf.create(grid_folders(_root_)),
                                   replace=True)
 
 

@@ -235,3 +235,43 @@ def test_a_paper_table_names_its_grid_and_suite_with_the_paper_numbers_for_every
                      for c in b["columns"]}
     assert {c.paper for c in cfg.suite.columns} <= paper_columns
     assert len(cfg.finetunes) == len(cfg.runs) * len(cfg.suite.tasks)
+
+
+GRID_SHAPES = {
+    "default": [],
+    "one pretraining run": ["grid=baseline", "grid.seeds.baseline=1"],
+    "no variants": ["grid=baseline"],
+    "a suite without the demo task": ["suite=table5_offline"],
+    "one run on a suite": ["grid=baseline", "grid.seeds.baseline=1", "suite=table6"],
+    "the tests' grid": ["experiment=tiny"],
+}
+
+
+@pytest.mark.parametrize("shape", GRID_SHAPES)
+def test_every_grid_shape_is_a_dvc_graph_whose_every_dependency_is_written_or_a_source(tmp_path, shape):
+    """dvc.yaml with params.yaml composed for the shape: every stage's dependency is a file of the repository or
+    overlaps another stage's output, so `dvc exp run` reaches the report (a dependency no stage writes stops the
+    pipeline after all its compute: the probe on models/variants with one pretraining run)."""
+    import subprocess
+
+    from dvc.repo import Repo
+
+    cfg = compose(GRID_SHAPES[shape])
+    validate(cfg)
+    Repo.init(str(tmp_path), no_scm=True).close()
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(OmegaConf.to_container(cfg)))
+    with Repo(str(tmp_path)) as repo:
+        repo.index.graph  # DVC's own checks: no overlapping outputs, no cycle
+        stages = {s.addressing.split(":")[-1]: ([d.def_path for d in s.deps], [o.def_path for o in s.outs])
+                  for s in repo.index.stages}
+    assert {"check_conf", f"pretrain@{BASELINE}", "probe", "report"} <= set(stages)
+    assert len([s for s in stages if s.startswith("pretrain@")]) == len(cfg.runs)
+    sources = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    for name, (deps, _) in stages.items():
+        for dep in deps:
+            written = [other for other, (_, outs) in stages.items() if other != name and any(
+                out == dep or out.startswith(f"{dep}/") or dep.startswith(f"{out}/") for out in outs)]
+            source = any(f == dep or f.startswith(f"{dep}/") for f in sources)
+            assert written or source, f"{shape}: {name} depends on {dep}, which no stage writes"
