@@ -1,14 +1,19 @@
 """The models' hyperparameters, each checked once, without importing torch.
 
 ``BertConfig`` for BERT (and the left-to-right GPT-style model, ``causal``),
-``StaticConfig`` for word2vec, ``ElmoConfig`` for ELMo's biLM. The start-up
-validator (``pipeline.config``) builds the config of ``model.architecture``
-from the ``model`` settings, and a model folder's loader from its config.json,
-so both report a bad value with the same one-line message.
+``StaticConfig`` for word2vec, ``ElmoConfig`` for ELMo's biLM. Each names its
+architecture (``model.architecture``, the one setting that decides it) and the
+objectives it trains (``objective.lm``, each with the prefix of its metrics).
+The start-up validator (``pipeline.config``) builds the config of
+``model.architecture`` from the ``model`` settings, and a model folder's loader
+from its config.json, so both report a bad value with the same one-line
+message. The rest of an architecture (its pretraining, export, downstream use)
+is registered in ``pipeline.model.registry``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from pipeline.errors import ConfigError
 
@@ -26,8 +31,34 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _refuse(key: str, value, expected: str):
+    raise ConfigError(f"model.{key}={value!r} is not allowed: expected {expected}")
+
+
+class ModelConfig:
+    """What every architecture's config declares. Its subclasses here are the architectures ``model.architecture``
+    may name (``config_classes``)."""
+
+    architecture: ClassVar[str]       # model.architecture
+    objectives: ClassVar[dict[str, str]]  # objective.lm it trains -> the prefix of its metrics (val/<prefix>_acc)
+
+    @staticmethod
+    def objective_fields(lm: str) -> dict:
+        """The config fields an objective decides (left to right: causal attention; word2vec: its kind)."""
+        return {}
+
+    @property
+    def objective(self) -> str:
+        """The ``objective.lm`` this config trains."""
+        return next(iter(self.objectives))
+
+    @property
+    def metric_prefix(self) -> str:
+        return self.objectives[self.objective]
+
+
 @dataclass
-class BertConfig:
+class BertConfig(ModelConfig):
     vocab_size: int
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -42,6 +73,17 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
+
+    architecture: ClassVar[str] = "bert"
+    objectives: ClassVar[dict[str, str]] = {"masked": "mlm", "left_to_right": "ltr"}
+
+    @staticmethod
+    def objective_fields(lm: str) -> dict:
+        return {"causal": lm == "left_to_right"}
+
+    @property
+    def objective(self) -> str:
+        return "left_to_right" if self.causal else "masked"
 
     def __post_init__(self) -> None:
         def refuse(key: str, expected: str):
@@ -79,16 +121,8 @@ class BertConfig:
         return 3 * (self.num_hidden_layers * block + predicted * 2 * (H * H + H * V))
 
 
-ARCHITECTURES = ("bert", "word2vec", "elmo")  # model.architecture
-WORD2VEC_KINDS = ("cbow", "skipgram")
-
-
-def _refuse(key: str, value, expected: str):
-    raise ConfigError(f"model.{key}={value!r} is not allowed: expected {expected}")
-
-
 @dataclass
-class StaticConfig:
+class StaticConfig(ModelConfig):
     vocab_size: int
     embedding_size: int = 128
     kind: str = "cbow"           # cbow | skipgram (objective.lm)
@@ -96,13 +130,22 @@ class StaticConfig:
     negatives: int = 5           # noise tokens per prediction
     pad_token_id: int = 0
 
+    architecture: ClassVar[str] = "word2vec"
+    objectives: ClassVar[dict[str, str]] = {"cbow": "w2v", "skipgram": "w2v"}
+
+    @staticmethod
+    def objective_fields(lm: str) -> dict:
+        return {"kind": lm}
+
+    @property
+    def objective(self) -> str:
+        return self.kind
+
     def __post_init__(self) -> None:
         for key in ("vocab_size", "embedding_size", "window", "negatives"):
             if not _positive_int(getattr(self, key)):
                 _refuse(key, getattr(self, key), "a positive integer")
-        if self.kind not in WORD2VEC_KINDS:
-            raise ConfigError(f"objective.lm={self.kind!r} is not allowed with model.architecture=word2vec: "
-                              f"expected one of {', '.join(WORD2VEC_KINDS)}")
+        _check_objective(type(self), self.kind)
 
     @property
     def hidden_size(self) -> int:  # what a head on its features sees
@@ -122,7 +165,7 @@ class StaticConfig:
 
 
 @dataclass
-class ElmoConfig:
+class ElmoConfig(ModelConfig):
     vocab_size: int
     embedding_size: int = 128
     lstm_size: int = 128             # cells per direction and layer
@@ -130,6 +173,9 @@ class ElmoConfig:
     dropout: float = 0.1
     predict_fraction: float = 0.15   # share of positions whose next (previous) token is scored in pretraining
     pad_token_id: int = 0
+
+    architecture: ClassVar[str] = "elmo"
+    objectives: ClassVar[dict[str, str]] = {"bilm": "bilm"}
 
     def __post_init__(self) -> None:
         for key in ("vocab_size", "embedding_size", "lstm_size", "num_layers"):
@@ -160,18 +206,39 @@ class ElmoConfig:
         return self.num_layers
 
 
+DEFAULT_ARCHITECTURE = "bert"  # of model settings that do not name one (written before model.architecture existed)
 
 
-def build_config(settings: dict, vocab_size: int, lm: str) -> BertConfig | StaticConfig | ElmoConfig:
-    """The config of the ``model`` settings' architecture (``name``, ``init_from`` and the examples' length
-    limit are not the model's own); ``lm`` is the objective, which decides causal attention or word2vec's kind."""
-    arch = settings.get("architecture", "bert")
-    if arch not in ARCHITECTURES:
-        _refuse("architecture", arch, f"one of {', '.join(ARCHITECTURES)}")
-    fields = {k: v for k, v in settings.items() if k not in ("name", "init_from", "architecture")}
-    if arch == "bert":
-        return BertConfig(vocab_size=vocab_size, causal=lm == "left_to_right", **fields)
-    fields.pop("max_position_embeddings", None)
-    if arch == "word2vec":
-        return StaticConfig(vocab_size=vocab_size, kind=lm, **fields)
-    return ElmoConfig(vocab_size=vocab_size, **fields)
+def config_classes() -> dict[str, type[ModelConfig]]:
+    """Every architecture's config class by its name: the ``ModelConfig`` subclasses above, in order."""
+    return {c.architecture: c for c in ModelConfig.__subclasses__()}
+
+
+def config_class(architecture: str) -> type[ModelConfig]:
+    """The config class of ``model.architecture``."""
+    classes = config_classes()
+    if architecture not in classes:
+        _refuse("architecture", architecture, f"one of {', '.join(classes)}")
+    return classes[architecture]
+
+
+def _check_objective(cls: type[ModelConfig], lm: str) -> None:
+    if lm not in cls.objectives:
+        trainer = next((c.architecture for c in config_classes().values() if lm in c.objectives), None)
+        raise ConfigError(f"objective.lm={lm} is not allowed with model.architecture={cls.architecture}: expected "
+                          f"one of {', '.join(cls.objectives)}"
+                          + (f" ({lm} is trained by model.architecture={trainer})" if trainer else ""))
+
+
+def build_config(settings: dict, vocab_size: int, lm: str | None) -> ModelConfig:
+    """The config of the ``model`` settings' architecture (``name``, ``init_from`` and ``architecture`` are not the
+    model's own; the examples' length limit only where the model has a position table). ``lm`` is
+    ``objective.lm``: one the architecture trains, and it decides the fields of ``objective_fields``
+    (None: the architecture's first, when the objective is checked elsewhere)."""
+    cls = config_class(settings.get("architecture", DEFAULT_ARCHITECTURE))
+    lm = next(iter(cls.objectives)) if lm is None else lm
+    _check_objective(cls, lm)
+    own = {f.name for f in fields(cls)}
+    values = {k: v for k, v in settings.items() if k not in ("name", "init_from", "architecture")
+              and (k != "max_position_embeddings" or k in own)}
+    return cls(vocab_size=vocab_size, **values, **cls.objective_fields(lm))

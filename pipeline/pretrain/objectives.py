@@ -4,16 +4,18 @@
 ``left_to_right`` (each token predicts the next, GPT-style, with causal
 attention), ``cbow`` / ``skipgram`` (word2vec's static embeddings) or ``bilm``
 (ELMo's forward and backward LSTM language models); ``objective.nsp`` adds
-next-sentence prediction to a masked LM. Each trains one architecture
-(``model.architecture``).
+next-sentence prediction to a masked LM. Each is trained by one architecture
+(``model.architecture``), whose config class declares it with the prefix of its
+metrics (``pipeline.model.config``); the names here are read from there.
 """
 from __future__ import annotations
 
-ARCHITECTURE_OF = {"masked": "bert", "left_to_right": "bert", "cbow": "word2vec", "skipgram": "word2vec",
-                   "bilm": "elmo"}
-LM_OBJECTIVES = tuple(ARCHITECTURE_OF)
+from pipeline.model.config import config_classes
+
+METRIC_PREFIX = {lm: prefix for c in config_classes().values() for lm, prefix in c.objectives.items()}
+LM_OBJECTIVES = tuple(METRIC_PREFIX)
 
 
 def metric_prefix(lm: str) -> str:
     """The prefix of the LM's metrics: ``mlm`` (``val/mlm_acc``), ``ltr``, ``w2v`` or ``bilm``."""
-    return {"masked": "mlm", "left_to_right": "ltr", "cbow": "w2v", "skipgram": "w2v", "bilm": "bilm"}[lm]
+    return METRIC_PREFIX[lm]
