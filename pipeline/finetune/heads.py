@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
 from pipeline.finetune.modes import FEATURE_SETS
-from pipeline.finetune.encoders import Encoder
+from pipeline.model.downstream import Encoder
 
 
 class LayerMix(nn.Module):

@@ -266,6 +266,11 @@ class BertModel(nn.Module):
         pooled = self.pooler(x, attention_mask) if self.pooler is not None else None
         return EncoderOutput(x, pooled, states)
 
+    def layer_states(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                     attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        """The states downstream features are made of: L+1 x (B, T, H), the embeddings first."""
+        return self(input_ids, token_type_ids, attention_mask, output_hidden_states=True).hidden_states
+
 
 # ----------------------------------------------------------------------------- heads
 
@@ -455,11 +460,11 @@ class BertForQuestionAnswering(nn.Module):
     paper's Figure 1c. Hugging Face's parts and names (``bert`` without a pooler, ``qa_outputs``), no dropout
     before the head either."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, num_labels: int = 2):  # a start and an end score (HF's config.num_labels)
         super().__init__()
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.qa_outputs = nn.Linear(config.hidden_size, num_labels)
         init_weights(self.qa_outputs, config.initializer_range)
 
     def forward(

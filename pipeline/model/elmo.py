@@ -81,8 +81,10 @@ class ElmoLM(nn.Module):
         bwd = [reverse_padded(s, lengths) for s in self.backward_lm(reverse_padded(e, lengths))]
         return e, fwd, bwd
 
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """ELMo's layers for downstream use: L+1 x (B, T, 2h), the token layer first (its vector twice)."""
+    def layer_states(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                     attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        """ELMo's layers for downstream use: L+1 x (B, T, 2h), the token layer first (its vector twice).
+        Segments mean nothing to it."""
         e, fwd, bwd = self.directions(input_ids, attention_mask)
         return (torch.cat([e, e], -1), *(torch.cat([f, b], -1) for f, b in zip(fwd, bwd)))
 

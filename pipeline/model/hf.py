@@ -1,10 +1,11 @@
-"""Hugging Face-format model folders, both ways, without importing ``transformers``.
+"""Hugging Face-format model folders, both ways, without importing ``transformers``: BERT's export.
 
 A folder written by :func:`save_hf` loads unchanged with
 ``transformers.BertForPreTraining.from_pretrained`` (or ``AutoModel``/``AutoTokenizer``),
 and :func:`load_hf` reads folders written by ``save_pretrained``, including old ones
 (``pytorch_model.bin``, ``LayerNorm.gamma``/``beta``, bare ``BertModel`` checkpoints
-without the ``bert.`` prefix).
+without the ``bert.`` prefix). ``BertFolder`` is the format as the architecture
+registry (``pipeline.model.registry``) uses it.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from torch import nn
 from pipeline.data.tokenizer import SPECIAL_TOKENS as SPECIAL_TOKEN_LIST
 from pipeline.errors import DataError, MissingFileError
 from pipeline.io import atomic_dir
-from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification
+from pipeline.model.bert import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
+                                 BertForTokenClassification, BertModel)
 from pipeline.model.config import BertConfig
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,11 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKEN_LIST))
 
 _HF_DEFAULT_VOCAB_SIZE = 30522  # transformers.BertConfig's default, for config.json files that omit it
+MODEL_TYPE = "bert"  # config.json's model_type, as transformers names BERT
+
+# BERT's own task models by the kind of task (``TaskData.kind``): Hugging Face's classes and parameter names.
+TASK_MODELS = {"sentence": BertForSequenceClassification, "ner": BertForTokenClassification,
+               "span": BertForQuestionAnswering}
 
 
 # ---------------------------------------------------------------------------- config
@@ -46,7 +53,7 @@ def config_to_hf(config: BertConfig) -> dict[str, Any]:
     d = asdict(config)
     causal = d.pop("causal")
     d.update(
-        model_type="bert",
+        model_type=MODEL_TYPE,
         # HF's BertModel attends causally exactly when is_decoder is set, so a left-to-right
         # model says so; a normal (bidirectional) BERT writes false.
         is_decoder=causal,
@@ -61,8 +68,8 @@ def config_to_hf(config: BertConfig) -> dict[str, Any]:
 
 def config_from_hf(d: dict[str, Any]) -> BertConfig:
     """``transformers.BertConfig`` fields (a parsed config.json) to our config."""
-    if d.get("model_type", "bert") != "bert":
-        raise DataError(f"model_type={d['model_type']!r} is not supported, only 'bert'")
+    if d.get("model_type", MODEL_TYPE) != MODEL_TYPE:
+        raise DataError(f"model_type={d['model_type']!r} is not supported, only {MODEL_TYPE!r}")
     if d.get("position_embedding_type", "absolute") != "absolute":
         raise DataError(
             f"position_embedding_type={d['position_embedding_type']!r} is not supported, only 'absolute'"
@@ -247,4 +254,34 @@ def load_hf(path: str | os.PathLike, model_cls: type[nn.Module] = BertForPreTrai
     return model.eval()
 
 
-__all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "TIED_KEYS"]
+# --------------------------------------------------------------------- the export format
+
+
+class BertFolder:
+    """BERT's export as the registry uses it: a Hugging Face folder, read back as the pretrained network, the
+    encoder of frozen features (``BertModel``) or a task model (``TASK_MODELS``: HF's heads, so that a
+    fine-tuned BERT is a Hugging Face model too)."""
+
+    def model_type(self, arch) -> str:
+        return MODEL_TYPE
+
+    def save(self, arch, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path:
+        return save_hf(network, out_dir, tokenizer_dir=tokenizer_dir)
+
+    def read_config(self, arch, folder: Path) -> BertConfig:
+        return config_from_hf(_read_json(Path(folder) / "config.json"))
+
+    def load(self, arch, folder: Path) -> nn.Module:
+        return load_hf(folder, arch.network)
+
+    def encoder(self, arch, folder: Path) -> nn.Module:
+        return load_hf(folder, BertModel)
+
+    def task_model(self, arch, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module:
+        model_cls = TASK_MODELS[kind]
+        if pretrained:
+            return load_hf(folder, model_cls, num_labels=num_outputs)
+        return model_cls(self.read_config(arch, folder), num_outputs)
+
+
+__all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "TIED_KEYS", "BertFolder"]

@@ -72,6 +72,11 @@ class StaticEmbeddings(nn.Module):
         """(B, T) -> (B, T, d): each token's vector, the same in every context."""
         return self.embeddings(input_ids)
 
+    def layer_states(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                     attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor]:
+        """Its one layer for downstream use: (B, T, d), whatever the context."""
+        return (self(input_ids),)
+
     def loss(self, input_ids: torch.Tensor, predict: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Negative-sampling loss, mean over predictions.
 

@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.data.eval_set import EvalSet
+from pipeline.data.shards import PairsDataset
 from pipeline.model.elmo import ElmoConfig, ElmoLM
-from pipeline.model.static import StaticConfig, StaticEmbeddings, context_windows, shifted
-from pipeline.pretrain.module import PretrainingModule, batch_seed
+from pipeline.model.static import StaticConfig, StaticEmbeddings, context_windows, noise_distribution, shifted
+from pipeline.pretrain.module import PretrainingModule, PretrainSetup, batch_seed
 
 torch.serialization.add_safe_globals([StaticConfig, ElmoConfig])
 
@@ -27,15 +28,21 @@ def _text(batch: dict, cls_id: int, sep_id: int) -> torch.Tensor:
 class StaticPretraining(PretrainingModule):
     """word2vec (CBOW or skip-gram, negative sampling) over the pretraining examples."""
 
-    lm = "w2v"
-
     def __init__(self, config: StaticConfig, noise: torch.Tensor, *, optim: dict, max_steps: int, seed: int,
                  cls_id: int, sep_id: int, fused_optimizer: bool = True, eval_set: EvalSet | None = None):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
         self.save_hyperparameters(ignore=["noise", "seed", "eval_set"])
         self.model = StaticEmbeddings(config)
+        self.lm = config.metric_prefix
         self.register_buffer("noise", noise, persistent=False)  # (V,) unigram ** 3/4
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
+
+    @classmethod
+    def from_setup(cls, config: StaticConfig, setup: PretrainSetup) -> "StaticPretraining":
+        """Noise drawn by the training examples' token counts; special tokens are never drawn."""
+        counts = PairsDataset(setup.pairs / "train").token_counts(config.vocab_size)
+        counts[[setup.special[k] for k in ("pad", "cls", "sep", "mask", "unk")]] = 0
+        return cls(config, noise_distribution(torch.from_numpy(counts)), **setup.common())
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
         ids = batch["input_ids"]
@@ -73,14 +80,17 @@ class StaticPretraining(PretrainingModule):
 class BiLMPretraining(PretrainingModule):
     """ELMo's two language models, each predicting its next token at a random share of the positions."""
 
-    lm = "bilm"
-
     def __init__(self, config: ElmoConfig, *, optim: dict, max_steps: int, seed: int, cls_id: int, sep_id: int,
                  fused_optimizer: bool = True, eval_set: EvalSet | None = None):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
         self.save_hyperparameters(ignore=["seed", "eval_set"])
         self.model = ElmoLM(config)
+        self.lm = config.metric_prefix
         self.seed, self.cls_id, self.sep_id = seed, cls_id, sep_id
+
+    @classmethod
+    def from_setup(cls, config: ElmoConfig, setup: PretrainSetup) -> "BiLMPretraining":
+        return cls(config, **setup.common())
 
     def step(self, batch: dict, batch_idx: int, split: str) -> torch.Tensor:
         ids = batch["input_ids"]
@@ -94,11 +104,11 @@ class BiLMPretraining(PretrainingModule):
         B = ids.shape[0]
         if split == "train":
             self.log("train/loss", loss, prog_bar=True, batch_size=B)
-            self.log("train/bilm_acc", acc, batch_size=B)
+            self.log(f"train/{self.lm}_acc", acc, batch_size=B)
             self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], batch_size=B)
         else:
             self.log("val/loss", loss, on_epoch=True, prog_bar=True, batch_size=B)
-            self.log("val/bilm_acc", acc, on_epoch=True, prog_bar=True, batch_size=B)
+            self.log(f"val/{self.lm}_acc", acc, on_epoch=True, prog_bar=True, batch_size=B)
             self.val_lm_loss.update(loss.detach(), weight=n)
         return loss
 

@@ -5,11 +5,16 @@ The module is wiring: one shared step for train and validation, metrics named
 generator seeded from (seed, epoch, batch), so every batch gets a fresh mask
 that is the same on every rerun, or statically (``masking.static``) with one
 seed per stored example, so an example always gets the same mask.
+
+Every pretraining module is built the same way, ``from_setup(config, setup)``:
+its model's config and the ``PretrainSetup`` the stage unpacks from the settings.
 """
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import lightning.pytorch as L
 import torch
@@ -18,7 +23,7 @@ from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from pipeline.data.eval_set import KINDS, EvalSet
-from pipeline.data.masking import MaskingConfig, example_seed, mask_examples, mask_tokens
+from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
 from pipeline.model.config import IGNORE_INDEX, BertConfig
@@ -35,6 +40,28 @@ def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
     return ((seed * 1_000_003 + epoch + 1) * 1_000_033 + batch_idx) % (2**63 - 1)
 
 
+@dataclass(frozen=True)
+class PretrainSetup:
+    """What a pretraining module is built from beside its model's config: the settings and inputs the stage
+    unpacks for it. Each kind of module takes what it needs."""
+
+    optim: dict
+    max_steps: int
+    seed: int                   # of this run's training randomness (seed + pretrain_seed)
+    fused_optimizer: bool
+    eval_set: EvalSet | None
+    special: dict[str, int]     # the tokenizer's special token ids: pad, cls, sep, mask, unk
+    vocab: list[str]            # the tokenizer's pieces by id
+    pairs: Path                 # the examples' folder (word2vec draws noise by their token counts)
+    masking: MaskingConfig      # a masked LM's
+    nsp: bool                   # a masked LM's next-sentence prediction
+
+    def common(self) -> dict:
+        """The arguments every pretraining module takes."""
+        return dict(optim=self.optim, max_steps=self.max_steps, seed=self.seed, cls_id=self.special["cls"],
+                    sep_id=self.special["sep"], fused_optimizer=self.fused_optimizer, eval_set=self.eval_set)
+
+
 class PretrainingModule(L.LightningModule):
     """What every pretraining objective shares: its optimiser and schedule, a loss that must stay finite, the
     RNG state in checkpoints (a resumed run draws what the uninterrupted one would), resuming at another world
@@ -46,6 +73,11 @@ class PretrainingModule(L.LightningModule):
 
     model: torch.nn.Module
     FIXED_BATCH = 64  # sequences per forward pass over the fixed evaluation set
+
+    @classmethod
+    def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
+        """The module pretraining a model of ``config``, its weights freshly initialised."""
+        raise NotImplementedError
 
     def __init__(self, *, optim: dict, max_steps: int, fused_optimizer: bool = True, eval_set: EvalSet | None = None):
         super().__init__()
@@ -87,9 +119,13 @@ class PretrainingModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         self.seen["seconds"] += time.perf_counter() - self._batch_start
 
+    def flops_per_token(self, length: int) -> float:
+        """Matmul FLOPs of a training step per token of a sequence of ``length`` (forward and backward)."""
+        return self.model.config.train_flops_per_token(length)
+
     def step_flops(self, batch_size: int, length: int) -> float:
         """Matmul FLOPs of one training step on a (batch_size, length) batch (forward and backward)."""
-        return self.model.config.train_flops_per_token(length) * batch_size * length
+        return self.flops_per_token(length) * batch_size * length
 
     def validation_step(self, batch, batch_idx):
         self.step(batch, batch_idx, "val")
@@ -171,7 +207,7 @@ class BertPretraining(PretrainingModule):
         self.continuation = continuation  # (V,) bool, for whole-word masking
         self.model = BertForPreTraining(config)
         self.ltr = config.causal
-        self.lm = "ltr" if self.ltr else "mlm"  # metric prefix
+        self.lm = config.metric_prefix
         self.masking, self.nsp = masking, nsp and not self.ltr
         self.seed, self.mask_id, self.vocab_size = seed, mask_id, config.vocab_size
         self.cls_id, self.sep_id = cls_id, sep_id
@@ -179,10 +215,16 @@ class BertPretraining(PretrainingModule):
         self.val_lm_acc = MulticlassAccuracy(num_classes=config.vocab_size, average="micro", ignore_index=IGNORE_INDEX)
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
 
-    def step_flops(self, batch_size: int, length: int) -> float:
+    @classmethod
+    def from_setup(cls, config: BertConfig, setup: PretrainSetup) -> "BertPretraining":
+        m = setup.masking
+        return cls(config, m, nsp=setup.nsp, mask_id=setup.special["mask"],
+                   continuation=continuation_table(setup.vocab) if m.whole_word else None, **setup.common())
+
+    def flops_per_token(self, length: int) -> float:
         # The LM head runs at the predicted share of positions: the mask ratio, or every position left to right.
         share = 1.0 if self.ltr else self.masking.mlm_probability
-        return self.model.config.train_flops_per_token(length, share) * batch_size * length
+        return self.model.config.train_flops_per_token(length, share)
 
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """A masked LM reads the corrupted sequence and predicts at the scored position itself; a left-to-right LM

@@ -1,8 +1,10 @@
-"""The pretrain stage: the examples of ``paths.pairs`` -> a trained BERT, its Hugging Face export and metrics.
+"""The pretrain stage: the examples of ``paths.pairs`` -> a trained model, its export and metrics.
 
 ``run`` reads like the stage's table of contents: tokenizer and model, data,
 the LightningModule, the checkpoint folder a rerun resumes from, the MLflow run,
-the Trainer, then training, export and the record of what was measured.
+the Trainer, then training, export and the record of what was measured. What
+differs between architectures (``model.architecture``: its config, module and
+export) is the registry's (``pipeline.model.registry``).
 """
 from __future__ import annotations
 
@@ -24,20 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.data.datamodule import PairsDataModule
 from pipeline.data.eval_set import EvalSet
 from pipeline.data.ngram import FLOORS_OF
-from pipeline.data.masking import MaskingConfig, continuation_table
-from pipeline.data.shards import PairsDataset
+from pipeline.data.masking import MaskingConfig
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
 from pipeline.errors import ConfigError
-from pipeline.io import atomic_dir, atomic_file, read_json, write_json
-from pipeline.model.bert import BertForPreTraining
-from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig, build_config
-from pipeline.model.folders import save_model
-from pipeline.model.static import noise_distribution
-from pipeline.model.hf import config_from_hf, load_hf, save_hf
+from pipeline.io import atomic_dir, atomic_file, write_json
+from pipeline.model.config import DEFAULT_ARCHITECTURE, ModelConfig, build_config
+from pipeline.model.registry import architecture
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
-from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
-from pipeline.pretrain.module import BertPretraining, PretrainingModule
-from pipeline.pretrain.objectives import metric_prefix
+from pipeline.pretrain.module import PretrainingModule, PretrainSetup
+from pipeline.pretrain.objectives import METRIC_PREFIX, metric_prefix
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
@@ -46,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict:
-    """Train BERT on ``paths.pairs``; write checkpoint + Hugging Face export to ``paths.pretrain``.
+    """Train ``model.architecture`` on ``paths.pairs``; write checkpoint + export to ``paths.pretrain``.
 
     Checkpoints go to ``paths.checkpoints/<run key>`` every
     ``trainer.checkpoint_every_n_steps``; a rerun of the same run (same settings
@@ -59,6 +56,7 @@ def run(cfg: DictConfig) -> dict:
     tok = load_tokenizer(cfg.paths.tokenizer)
     data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=seed,
                            num_workers=cfg.runtime.loader_workers, length_grouped=length_grouped(cfg))
+    arch = architecture(model_architecture(cfg))
     module = build_module(cfg, tok)
     folder = RunFolder(cfg.paths.checkpoints, checkpoint_key(cfg))
     if folder.resume:
@@ -75,10 +73,7 @@ def run(cfg: DictConfig) -> dict:
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:
             return final
-        if isinstance(module, BertPretraining):
-            save_hf(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)  # unwraps torch.compile
-        else:
-            save_model(module.model, tmp / "hf", tokenizer_dir=cfg.paths.tokenizer)
+        arch.save(module.model, tmp / "hf", Path(cfg.paths.tokenizer))  # unwraps torch.compile
         write_json(tmp / "run.json", {"mlflow_run_id": logger.run_id})
     metrics = {**final, "lm": metric_prefix(cfg.objective.lm), "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
                "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
@@ -93,40 +88,41 @@ def training_seed(cfg: DictConfig) -> int:
     return cfg.seed + (cfg.get("pretrain_seed") or 0)
 
 
-def model_config(cfg: DictConfig, vocab_size: int) -> BertConfig | StaticConfig | ElmoConfig:
-    """The model to pretrain: the size preset, or the config of ``model.init_from``; causal for left-to-right."""
-    causal = cfg.objective.lm == "left_to_right"
+def model_architecture(cfg: DictConfig) -> str:
+    """``model.architecture``: the one setting that decides the architecture (``objective.lm`` is one it trains)."""
+    return cfg.model.get("architecture", DEFAULT_ARCHITECTURE)
+
+
+def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
+    """The model to pretrain: the size preset, or the config of ``model.init_from``; the fields the objective
+    decides (causal attention left to right, word2vec's kind) set by ``objective.lm``."""
     init_from = cfg.model.get("init_from")
     if init_from:
-        config = config_from_hf(read_json(Path(init_from) / "config.json"))
+        config = architecture(model_architecture(cfg)).read_config(Path(init_from))
         if config.vocab_size != vocab_size:
             raise ConfigError(
                 f"model.init_from={init_from} has vocab_size={config.vocab_size}, but the tokenizer at "
                 f"paths.tokenizer has {vocab_size} tokens: expected the same vocabulary "
                 "(set tokenizer.from_folder to the same folder)")
-        return dataclasses.replace(config, causal=causal)
+        return dataclasses.replace(config, **config.objective_fields(cfg.objective.lm))
     return build_config(OmegaConf.to_container(cfg.model), vocab_size, cfg.objective.lm)
 
 
+def pretrain_setup(cfg: DictConfig, tok) -> PretrainSetup:
+    """The settings and inputs a pretraining module is built from, beside its model's config."""
+    return PretrainSetup(optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
+                         seed=training_seed(cfg), fused_optimizer=cfg.runtime.fused_optimizer,
+                         eval_set=EvalSet(cfg.paths.eval_set), special=special_ids(tok), vocab=vocab_list(tok),
+                         pairs=Path(cfg.paths.pairs), masking=MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp)
+
+
 def build_module(cfg: DictConfig, tok) -> PretrainingModule:
-    """The LightningModule of the objective, its weights freshly initialised (from the seed) or from
+    """The LightningModule of ``model.architecture``, its weights freshly initialised (from the seed) or from
     ``model.init_from``."""
-    ids = special_ids(tok)
-    config = model_config(cfg, tok.get_vocab_size())
-    common = dict(optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=training_seed(cfg),
-                  cls_id=ids["cls"], sep_id=ids["sep"], fused_optimizer=cfg.runtime.fused_optimizer,
-                  eval_set=EvalSet(cfg.paths.eval_set))
-    if isinstance(config, StaticConfig):
-        counts = PairsDataset(Path(cfg.paths.pairs) / "train").token_counts(config.vocab_size)
-        counts[[ids[k] for k in ("pad", "cls", "sep", "mask", "unk")]] = 0  # never drawn as noise
-        return StaticPretraining(config, noise_distribution(torch.from_numpy(counts)), **common)
-    if isinstance(config, ElmoConfig):
-        return BiLMPretraining(config, **common)
-    module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp, mask_id=ids["mask"],
-                             continuation=continuation_table(vocab_list(tok)) if cfg.masking.whole_word else None,
-                             **common)
+    arch = architecture(model_architecture(cfg))
+    module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
     if cfg.model.get("init_from"):
-        module.model.load_state_dict(load_hf(cfg.model.init_from, BertForPreTraining).state_dict())
+        module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
     if cfg.runtime.compile:
         module.model = torch.compile(module.model)
@@ -142,10 +138,7 @@ def checkpoint_key(cfg: DictConfig) -> str:
 
 def cost(cfg: DictConfig, module: PretrainingModule) -> dict:
     """The model's size and its training arithmetic: parameters (tied ones once), matmul FLOPs per token."""
-    config = getattr(module.model, "_orig_mod", module.model).config
-    share = {"masked": cfg.masking.mlm_probability, "left_to_right": 1.0}.get(cfg.objective.lm, None)
-    flops = config.train_flops_per_token(int(cfg.pairs.max_seq_length), share) if share is not None else \
-        config.train_flops_per_token(int(cfg.pairs.max_seq_length))
+    flops = module.flops_per_token(int(cfg.pairs.max_seq_length))
     return {"parameters": sum(p.numel() for p in {id(p): p for p in module.model.parameters()}.values()),
             "train_flops_per_token": round(float(flops))}
 
@@ -238,9 +231,9 @@ FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", 
 
 def write_curves(client, run_id: str, plots_dir: Path) -> None:
     """Training, validation and fixed-set curves from MLflow, as CSV files for ``dvc plots``."""
-    for split, keys in {"train": ["train/loss", "train/mlm_acc", "train/ltr_acc", "train/bilm_acc", "train/nsp_acc"],
-                        "val": ["val/loss", "val/mlm_acc", "val/ltr_acc", "val/bilm_acc", "val/nsp_acc",
-                                "val/perplexity"],
+    accuracies = list(dict.fromkeys(f"{p}_acc" for p in METRIC_PREFIX.values()))  # each LM's, by its prefix
+    for split, keys in {"train": ["train/loss", *(f"train/{a}" for a in accuracies), "train/nsp_acc"],
+                        "val": ["val/loss", *(f"val/{a}" for a in accuracies), "val/nsp_acc", "val/perplexity"],
                         "fixed": [*FIXED_CURVE]}.items():
         series = {k: dict(metric_history(client, run_id, k)) for k in keys}
         series = {k: v for k, v in series.items() if v}

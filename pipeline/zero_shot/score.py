@@ -42,8 +42,9 @@ from pipeline.errors import DataError
 from pipeline.io import read_json
 from pipeline.model.bert import BertForPreTraining
 from pipeline.model.elmo import ElmoLM
-from pipeline.model.folders import load_model, model_type
+from pipeline.model.folders import model_type
 from pipeline.model.hf import load_hf
+from pipeline.model.registry import architecture_of
 from pipeline.zero_shot.blimp import BlimpResult, Paradigm, ParadigmResult, ZeroShotConfig, load
 from pipeline.zero_shot.ngram_lm import NgramLM, context_windows
 
@@ -315,7 +316,7 @@ def bert_scorer(folder: str | os.PathLike, *, pll: str = "token", batch_size: in
 
 
 def _elmo_scorer(folder: Path, *, batch_size: int, **_) -> BiLM:
-    return BiLM(load_model(folder), batch_size=batch_size)
+    return BiLM(architecture_of(folder).load(folder), batch_size=batch_size)
 
 
 def _word2vec_scorer(folder: Path, **_) -> NoSentenceScore:

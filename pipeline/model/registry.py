@@ -1,0 +1,113 @@
+"""The lineage's architectures, each registered once: what the pipeline asks whenever a model's kind matters.
+
+One line of ``ARCHITECTURES`` per architecture names its parts:
+
+* ``config`` -- its hyperparameters and their checks (``pipeline.model.config``): its name
+  (``model.architecture``, the one setting that decides it), the objectives it trains
+  (``objective.lm``) and the prefix of their metrics;
+* ``network`` -- what pretraining trains and the export holds; its ``layer_states`` are
+  what downstream tasks read (``pipeline.model.downstream``);
+* ``pretraining`` -- its LightningModule (``pipeline.pretrain``), built by ``from_setup``;
+* ``folder`` -- the format of its export: a Hugging Face folder (``pipeline.model.hf``) or
+  the lab's (``pipeline.model.folders``). Written once after pretraining, it is read back
+  as the pretrained network (``model.init_from``), the encoder of frozen features, or a
+  task model, fine-tuned or from scratch (the export's own ``model_type`` says which
+  architecture a folder holds).
+
+Adding an architecture: its config class, its network and pretraining module, and one line here.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from torch import nn
+
+from pipeline.errors import DataError
+from pipeline.model.bert import BertForPreTraining
+from pipeline.model.config import BertConfig, ElmoConfig, ModelConfig, StaticConfig, config_class
+from pipeline.model.elmo import ElmoLM
+from pipeline.model.folders import LabFolder, model_type
+from pipeline.model.hf import BertFolder
+from pipeline.model.static import StaticEmbeddings
+from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
+from pipeline.pretrain.module import BertPretraining, PretrainingModule
+
+
+class FolderFormat(Protocol):
+    """How an architecture's export is written and read (``arch`` is the architecture it belongs to)."""
+
+    def model_type(self, arch: Architecture) -> str: ...
+
+    def save(self, arch: Architecture, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path: ...
+
+    def read_config(self, arch: Architecture, folder: Path) -> ModelConfig: ...
+
+    def load(self, arch: Architecture, folder: Path) -> nn.Module: ...
+
+    def encoder(self, arch: Architecture, folder: Path) -> nn.Module: ...
+
+    def task_model(self, arch: Architecture, kind: str, folder: Path, num_outputs: int,
+                   pretrained: bool) -> nn.Module: ...
+
+
+@dataclass(frozen=True)
+class Architecture:
+    config: type[ModelConfig]
+    network: type[nn.Module]
+    pretraining: type[PretrainingModule]
+    folder: FolderFormat
+
+    @property
+    def name(self) -> str:
+        return self.config.architecture
+
+    @property
+    def model_type(self) -> str:
+        """config.json's ``model_type`` in its export."""
+        return self.folder.model_type(self)
+
+    def save(self, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path:
+        """The export: ``network`` (torch.compile's wrapper undone) and the tokenizer files, written atomically."""
+        return self.folder.save(self, network, out_dir, tokenizer_dir)
+
+    def read_config(self, folder: Path) -> ModelConfig:
+        return self.folder.read_config(self, folder)
+
+    def load(self, folder: Path) -> nn.Module:
+        """The pretrained ``network`` of an export, in eval mode."""
+        return self.folder.load(self, folder)
+
+    def encoder(self, folder: Path) -> nn.Module:
+        """The network whose ``layer_states`` are an export's frozen features, in eval mode."""
+        return self.folder.encoder(self, folder)
+
+    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module:
+        """The network trained on a task of ``kind`` (``TaskData.kind``): the export's weights (``pretrained``)
+        or fresh ones of its config, with a new head of ``num_outputs``."""
+        return self.folder.task_model(self, kind, folder, num_outputs, pretrained)
+
+
+ARCHITECTURES = {a.name: a for a in (
+    #            config        network             pretraining        export folder
+    Architecture(BertConfig,   BertForPreTraining, BertPretraining,   BertFolder()),
+    Architecture(StaticConfig, StaticEmbeddings,   StaticPretraining, LabFolder(vectors=True)),
+    Architecture(ElmoConfig,   ElmoLM,             BiLMPretraining,   LabFolder()),
+)}
+
+
+def architecture(name: str) -> Architecture:
+    """The architecture of ``model.architecture``."""
+    return ARCHITECTURES[config_class(name).architecture]  # config_class refuses an unknown name
+
+
+def architecture_of(folder: str | os.PathLike) -> Architecture:
+    """The architecture of an export folder (or any Hugging Face BERT folder), by its config.json's ``model_type``."""
+    kind = model_type(folder)
+    found = next((a for a in ARCHITECTURES.values() if a.model_type == kind), None)
+    if found is None:
+        raise DataError(f"{Path(folder) / 'config.json'}: model_type={kind!r}: expected one of "
+                        f"{', '.join(a.model_type for a in ARCHITECTURES.values())}")
+    return found
