@@ -36,6 +36,7 @@ from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
 from pipeline.finetune.spans import SpanRunner
 from pipeline.finetune.tasks.squad import squad
 from pipeline.finetune.training import Recipe
+from pipeline.io import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "squad" / "v1.1" / "dev-v1.1.json"
@@ -72,7 +73,7 @@ def main() -> None:
                     betas=(0.9, 0.999), eps=1e-6, gradient_clip_val=1.0, eval_batch_size=64,
                     feature_eval_batch_size=256, eval_every_epoch=False, max_seq_length=args.max_seq_length)
     started = time.perf_counter()
-    runner = SpanRunner(recipe, task, load_tokenizer(args.export), args.export, predictions_dir=args.predictions)
+    runner = SpanRunner(recipe, task, load_tokenizer(args.export), args.export)
     out = {"data": str(args.data), "comparable": task.comparable, "train_questions": len(task.train),
            "dev_questions": len(task.dev), "train_windows": len(runner.train), "dev_windows": len(runner.dev),
            "encode_seconds": round(time.perf_counter() - started, 1), "settings": vars(args) | {
@@ -89,6 +90,9 @@ def main() -> None:
         out["modes"][mode] = {**result, "seconds": round(time.perf_counter() - started, 1)}
         logging.info("%s: EM %.4f F1 %.4f in %.0f s", mode, result["exact"], result["f1"],
                      out["modes"][mode]["seconds"])
+    if args.predictions is not None:  # the runs' predictions/<mode>-s<seed>/ folders, as the stage writes them
+        for path, content in runner.outputs().items():
+            write_json(args.predictions / Path(path).relative_to("predictions"), content)
     print(json.dumps(out))
 
 

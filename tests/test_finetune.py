@@ -5,11 +5,11 @@ import lightning.pytorch as L
 import pytest
 import torch
 
-from pipeline.finetune.encoders import Encoder
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.modes import FEATURE_SETS
 from pipeline.finetune.training import Finetuning, summarize
 from pipeline.model.bert import BertConfig, BertModel
+from pipeline.model.downstream import Encoder
 
 
 def test_pooled_states_average_real_tokens_of_every_layer():

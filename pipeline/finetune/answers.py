@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from pipeline.finetune.tasks.squad import Question
-from pipeline.io import read_json, write_json
+from pipeline.io import read_json
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -110,15 +110,16 @@ def evaluate(questions: Sequence[Question], predictions: Mapping[str, str],
     return out, dict(predictions)
 
 
-def write_predictions(folder: Path, predictions: Mapping[str, str], null_odds: Mapping[str, float] | None) -> None:
-    """``predictions.json`` ({question id: answer}, the official scripts' input) and, for v2.0,
-    ``null_odds.json`` ({question id: no-answer score minus best span score}); each written atomically."""
-    write_json(folder / "predictions.json", dict(predictions))
+def prediction_files(predictions: Mapping[str, str], null_odds: Mapping[str, float] | None) -> dict[str, dict]:
+    """The files of a run's answers, by name: ``predictions.json`` ({question id: answer}, the official scripts'
+    input) and, for v2.0, ``null_odds.json`` ({question id: no-answer score minus best span score})."""
+    files = {"predictions.json": dict(predictions)}
     if null_odds is not None:
-        write_json(folder / "null_odds.json", {k: round(float(v), 6) for k, v in null_odds.items()})
+        files["null_odds.json"] = {k: round(float(v), 6) for k, v in null_odds.items()}
+    return files
 
 
 def read_predictions(folder: Path) -> tuple[dict[str, str], dict[str, float] | None]:
-    """What ``write_predictions`` wrote: (answers, null odds or None)."""
+    """The files of ``prediction_files`` as the finetune stage writes them: (answers, null odds or None)."""
     odds = folder / "null_odds.json"
     return read_json(folder / "predictions.json"), read_json(odds) if odds.is_file() else None

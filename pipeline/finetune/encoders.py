@@ -24,15 +24,3 @@ def frozen_encoder(export_dir: Path) -> Encoder:
 def task_model(export_dir: Path, kind: str, num_outputs: int, pretrained: bool) -> nn.Module:
     """The network trained on a task of ``kind``: the export's weights (``pretrained``) or fresh ones."""
     return architecture_of(export_dir).task_model(kind, export_dir, num_outputs, pretrained)
-
-
-def sequence_classifier(export_dir: Path, num_outputs: int, pretrained: bool) -> nn.Module:
-    return task_model(export_dir, "sentence", num_outputs, pretrained)
-
-
-def token_classifier(export_dir: Path, num_outputs: int, pretrained: bool) -> nn.Module:
-    return task_model(export_dir, "ner", num_outputs, pretrained)
-
-
-def span_model(export_dir: Path, pretrained: bool) -> nn.Module:
-    return task_model(export_dir, "span", 2, pretrained)

@@ -1,10 +1,12 @@
 """The finetune stage: one task, every configured mode (``pipeline.finetune.modes``), several seeds.
 
-A task with a label per text runs through ``pipeline.finetune.sentence``, one
-with a label per word (NER) through ``pipeline.finetune.tokens``, extractive
-question answering (SQuAD) through ``pipeline.finetune.spans``, which also
-writes each run's answers under ``metrics/predictions``; all offer the same
-three ways to train (fine-tune, frozen features, the classical baseline).
+The task's kind (``TaskData.kind``) picks its runner (``RUNNERS``, each a
+``pipeline.finetune.training.Runner``): a label per text through
+``pipeline.finetune.sentence``, a label per word (NER) through
+``pipeline.finetune.tokens``, extractive question answering (SQuAD) through
+``pipeline.finetune.spans``, whose runs also leave their answers for
+``metrics/predictions``; all offer the same three ways to train (fine-tune,
+frozen features, the classical baseline). This module writes every output.
 Each (mode, seed) is one MLflow run tagged with the task, mode, seed and the
 pretrain run it started from, nested under one run of the stage, which is
 nested under that pretrain run: in ``mlflow ui`` a pretraining run unfolds into
@@ -24,16 +26,16 @@ from omegaconf import DictConfig
 
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.errors import DataError
-from pipeline.finetune import tasks
 from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
 from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.spans import SpanRunner
 from pipeline.finetune.tokens import TokenRunner
-from pipeline.finetune.training import Recipe, summarize
+from pipeline.finetune.training import Recipe, Runner, summarize
 from pipeline.io import read_json, write_json
 from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
 
 log = logging.getLogger(__name__)
+RUNNERS: dict[str, type[Runner]] = {r.kind: r for r in (SentenceRunner, TokenRunner, SpanRunner)}
 
 
 def run(cfg: DictConfig) -> dict:
@@ -41,12 +43,7 @@ def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)  # before any compute
     export_dir, pretrain_run = start(cfg)
     task = instantiate(cfg.task.data)
-    if isinstance(task, tasks.SquadTask):
-        runner = SpanRunner(recipe(cfg), task, load_tokenizer(export_dir), export_dir,
-                            predictions_dir=Path(cfg.paths.metrics) / "predictions")
-    else:
-        runner_type = TokenRunner if isinstance(task, tasks.NerTask) else SentenceRunner
-        runner = runner_type(recipe(cfg), task, load_tokenizer(export_dir), export_dir)
+    runner = RUNNERS[task.kind](recipe(cfg), task, load_tokenizer(export_dir), export_dir)
     # Hashed once: every (mode, seed) run starts from the same export.
     k = cfg.get("pretrain_seed") or 0
     input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
@@ -73,19 +70,23 @@ def run(cfg: DictConfig) -> dict:
         results[mode] = {**summarize(runs, task.metrics), "seconds": round(time.perf_counter() - started, 1)}
         log.info("%s: %s", mode, ", ".join(f"{m} {results[mode][f'{m}_mean']:.4f} ± {results[mode][f'{m}_std']:.4f}"
                                            for m in task.metrics))
-    metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics,
-               "train_examples": len(runner.train), "dev_examples": len(runner.dev), "pretrain_run_id": pretrain_run,
-               "modes": results, "mode_order": list(results)}
-    if isinstance(task, tasks.SquadTask):  # examples are windows; comparable false: dev split from the train data
-        metrics.update(train_questions=len(task.train), dev_questions=len(task.dev), comparable=task.comparable)
+    metrics = {"task": task.name, "metric": task.metrics[0], "metrics": task.metrics, **runner.data_summary(),
+               "pretrain_run_id": pretrain_run, "modes": results, "mode_order": list(results)}
     summary = {f"{mode}/{m}_{stat}": r[f"{m}_{stat}"] for mode, r in results.items() for m in task.metrics
                for stat in ("mean", "std")}
     parent.log_metrics(summary, step=0)
     parent.finalize("success")
     if known:
         log_downstream(parent, pretrain_run, task.name, summary)
-    write_json(Path(cfg.paths.metrics) / "finetune.json", metrics)
+    write_outputs(Path(cfg.paths.metrics), metrics, runner.outputs())
     return metrics
+
+
+def write_outputs(folder: Path, metrics: dict, files: dict[str, dict]) -> None:
+    """The stage's outputs, each written atomically: the runs' files, then ``finetune.json``."""
+    for path, content in files.items():
+        write_json(folder / path, content)
+    write_json(folder / "finetune.json", metrics)
 
 
 def log_downstream(logger, pretrain_run: str, task: str, summary: dict[str, float]) -> None:

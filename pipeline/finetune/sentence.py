@@ -15,18 +15,17 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import lightning.pytorch as L
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.sparse import csr_matrix, hstack
 from torch.utils.data import DataLoader, TensorDataset
 
-from pipeline.data.datamodule import pad_collate
-from pipeline.finetune.encoders import frozen_encoder, sequence_classifier
+from pipeline.finetune.encoders import frozen_encoder
 from pipeline.finetune.heads import FeatureHead, pooled_states
+from pipeline.finetune.modes import is_frozen
 from pipeline.finetune.tasks.base import Example, TaskData, score
-from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+from pipeline.finetune.training import Recipe, Runner
 
 log = logging.getLogger(__name__)
 
@@ -71,62 +70,55 @@ class SentenceObjective:
         return out
 
 
-class SentenceRunner:
-    """The runs of one sentence task from one export: the encoded examples, and each mode's training."""
+class SentenceRunner(Runner):
+    """The runs of one sentence task from one export. A head on frozen features reads each example's pooled
+    states (``states``), computed once for every feature set and seed."""
+
+    kind = "sentence"
 
     def __init__(self, recipe: Recipe, task: TaskData, tok, export_dir: Path):
-        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+        super().__init__(recipe, task, export_dir)
         self.train = encode(tok, task.train, recipe.max_seq_length)
         self.dev = encode(tok, task.dev, recipe.max_seq_length)
         self._states: tuple[torch.Tensor, torch.Tensor] | None = None
         log.info("task %s: %d train, %d dev examples, %s", task.name, len(self.train), len(self.dev),
                  "regression" if task.regression else f"{len(task.labels)} labels")
 
-    def fine_tune(self, mode: str, seed: int, logger) -> dict:
-        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
-        r = self.recipe
-        L.seed_everything(seed, workers=True, verbose=False)
-        torch.manual_seed(seed)  # the classifier head (and, from scratch, everything) starts from this seed
-        model = sequence_classifier(self.export_dir, self.task.num_outputs, pretrained=mode == "pretrained")
-        model.train()  # load_hf returns eval mode; both starts must train with dropout alike
-        g = torch.Generator().manual_seed(seed)
-        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
-        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=pad_collate)
-        module = Finetuning(model, SentenceObjective(self.task), r.optim(r.lr), r.epochs * len(train),
-                            r.fused_optimizer)
-        return {"seed": seed, **fit_and_score(r, module, logger, r.epochs, train, dev, self.task.metrics)}
+    def objective(self) -> SentenceObjective:
+        return SentenceObjective(self.task)
 
-    def frozen(self, feature_set: str, seed: int, logger) -> dict:
-        """Train a small head on frozen, pooled features with one seed."""
+    def frozen_head(self, feature_set: str) -> FeatureHead:
+        train_states, _ = self.states()
+        return FeatureHead(feature_set, train_states.shape[1], train_states.shape[2], self.task.num_outputs)
+
+    def loaders(self, mode: str, seed: int) -> tuple[DataLoader, DataLoader]:
+        if not is_frozen(mode):
+            return super().loaders(mode, seed)
         r = self.recipe
-        train_states, dev_states = self.states()
         dtype = torch.float32 if self.task.regression else torch.long
-        train_labels = torch.tensor([e["label"] for e in self.train], dtype=dtype)
-        dev_labels = torch.tensor([e["label"] for e in self.dev], dtype=dtype)
-        L.seed_everything(seed, workers=True, verbose=False)
-        head = FeatureHead(feature_set, train_states.shape[1], train_states.shape[2], self.task.num_outputs)
 
-        def loader(states, labels, shuffle):
+        def loader(states, examples, shuffle):
+            labels = torch.tensor([e["label"] for e in examples], dtype=dtype)
             collate = lambda items: {"states": torch.stack([s for s, _ in items]),  # noqa: E731
                                      "label": torch.stack([y for _, y in items])}
             return DataLoader(TensorDataset(states, labels), batch_size=r.batch_size if shuffle else
                               r.feature_eval_batch_size, shuffle=shuffle, collate_fn=collate,
                               generator=torch.Generator().manual_seed(seed) if shuffle else None)
 
-        train, dev = loader(train_states, train_labels, True), loader(dev_states, dev_labels, False)
-        module = Finetuning(head, SentenceObjective(self.task), r.optim(r.feature_lr), r.feature_epochs * len(train),
-                            r.fused_optimizer, inputs=("states",))
-        result = {"seed": seed, **fit_and_score(r, module, logger, r.feature_epochs, train, dev, self.task.metrics)}
-        if feature_set == "weighted":
-            result["layer_weights"] = head.mix.weights()
-        return result
+        train_states, dev_states = self.states()
+        return loader(train_states, self.train, True), loader(dev_states, self.dev, False)
+
+    def inputs(self, mode: str) -> tuple[str, ...]:
+        return ("states",) if is_frozen(mode) else super().inputs(mode)
 
     def states(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(train, dev) pooled states of every layer of the frozen encoder, computed once for every head and seed."""
+        """(train, dev) pooled states of every layer of the frozen encoder, computed once for every head and seed.
+        Computing them draws nothing from the seeded generator: a head starts alike whether or not they were."""
         if self._states is None:
-            encoder = frozen_encoder(self.export_dir)
-            self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
-                            pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
+            with torch.random.fork_rng(devices=[]):
+                encoder = frozen_encoder(self.export_dir)
+                self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
+                                pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
         return self._states
 
     def classical(self) -> dict:

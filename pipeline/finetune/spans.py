@@ -29,21 +29,18 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning.pytorch as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
-from pipeline.data.datamodule import pad_collate
 from pipeline.data.tokenizer import CLS, SEP
-from pipeline.finetune.answers import evaluate, write_predictions
-from pipeline.finetune.encoders import frozen_encoder, span_model
+from pipeline.finetune.answers import evaluate, prediction_files
+from pipeline.finetune.encoders import frozen_encoder
 from pipeline.finetune.heads import FrozenBiLSTMTagger
-from pipeline.finetune.modes import CLASSICAL, FROZEN
+from pipeline.finetune.modes import CLASSICAL
 from pipeline.finetune.overlap import sliding_window_answers
 from pipeline.finetune.tasks.squad import Question, SpanSettings, SquadTask
-from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+from pipeline.finetune.training import Recipe, Runner
 
 log = logging.getLogger(__name__)
 
@@ -225,15 +222,18 @@ class SpanObjective:
         return self.metrics
 
 
-class SpanRunner:
-    """The runs of one SQuAD task from one export: the encoded windows, and each mode's training.
+class SpanRunner(Runner):
+    """The runs of one SQuAD task from one export: the encoded windows; on frozen features, a BiLSTM span scorer.
 
-    With ``predictions_dir`` each run writes ``<mode>-s<seed>/predictions.json`` (and for v2.0
-    ``null_odds.json``) there, the files the official evaluation scripts read.
+    Each run leaves its answers for ``outputs``: ``predictions/<mode>-s<seed>/predictions.json`` (and for v2.0
+    ``null_odds.json``), the files the official evaluation scripts read.
     """
 
-    def __init__(self, recipe: Recipe, task: SquadTask, tok, export_dir: Path, predictions_dir: Path | None = None):
-        self.recipe, self.task, self.export_dir, self.predictions_dir = recipe, task, export_dir, predictions_dir
+    kind = "span"
+    num_outputs = 2  # a start and an end score per token
+
+    def __init__(self, recipe: Recipe, task: SquadTask, tok, export_dir: Path):
+        super().__init__(recipe, task, export_dir)
         train = encode_spans(tok, task.train, recipe.max_seq_length, task.span, training=True)
         dev = encode_spans(tok, task.dev, recipe.max_seq_length, task.span)
         self.train, self.dev, self.windows = train.features, dev.features, dev.windows
@@ -246,50 +246,36 @@ class SpanRunner:
                  "" if task.comparable else ", dev split from the train data", len(task.train), len(task.dev),
                  len(self.train), len(self.dev))
 
-    def fine_tune(self, mode: str, seed: int, logger) -> dict:
-        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
-        L.seed_everything(seed, workers=True, verbose=False)
-        torch.manual_seed(seed)
-        model = span_model(self.export_dir, pretrained=mode == "pretrained").train()
-        return self._fit(model, mode, seed, logger, self.recipe.lr, self.recipe.epochs)
+    def objective(self) -> SpanObjective:
+        return SpanObjective(self.task, self.windows)
 
-    def frozen(self, feature_set: str, seed: int, logger) -> dict:
-        """A BiLSTM span scorer on the frozen encoder's states, with one seed."""
-        L.seed_everything(seed, workers=True, verbose=False)
-        torch.manual_seed(seed)
+    def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
         encoder = frozen_encoder(self.export_dir)
         # One BiLSTM layer, each direction half the encoder's width: the span head stays small beside the encoder.
-        model = FrozenBiLSTMTagger(encoder, feature_set, 2, lstm_hidden=max(1, encoder.hidden_size // 2),
-                                   lstm_layers=1).train()
-        result = self._fit(model, f"{FROZEN}{feature_set}", seed, logger, self.recipe.feature_lr,
-                           self.recipe.feature_epochs)
-        if feature_set == "weighted":
-            result["layer_weights"] = model.mix.weights()
-        return result
+        return FrozenBiLSTMTagger(encoder, feature_set, self.num_outputs, lstm_hidden=max(1, encoder.hidden_size // 2),
+                                  lstm_layers=1)
 
-    def _fit(self, model, mode: str, seed: int, logger, lr: float, epochs: int) -> dict:
-        r = self.recipe
-        g = torch.Generator().manual_seed(seed)
-        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=pad_collate)
-        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=pad_collate)
-        objective = SpanObjective(self.task, self.windows)
-        module = Finetuning(model, objective, r.optim(lr), epochs * len(train), r.fused_optimizer)
-        scores = fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
-        self._export(mode, seed, objective.answers, objective.null_odds)
-        return {"seed": seed, **scores, **self._extras(objective.metrics)}
+    def finish(self, mode: str, seed: int, objective: SpanObjective) -> dict:
+        self._keep(mode, seed, objective.answers, objective.null_odds)
+        return self._extras(objective.metrics)
 
     def classical(self) -> dict:
         """The sliding-window word-overlap baseline (no network, no pretraining)."""
         texts, odds, method = sliding_window_answers(self.task.train, self.task.dev, self.task.span.max_answer_length)
         metrics, answers = evaluate(self.task.dev, texts, odds if self.task.with_no_answer else None)
-        self._export(CLASSICAL, 0, answers, odds if self.task.with_no_answer else None)
+        self._keep(CLASSICAL, 0, answers, odds if self.task.with_no_answer else None)
         return {**{m: metrics[m] for m in self.task.metrics}, **self._extras(metrics), **method}
+
+    def data_summary(self) -> dict:
+        """Examples are windows; ``comparable`` false: the dev split comes from the train data."""
+        return {**super().data_summary(), "train_questions": len(self.task.train),
+                "dev_questions": len(self.task.dev), "comparable": self.task.comparable}
 
     def _extras(self, metrics: dict) -> dict:
         """What a run reports beside the task's metrics: the v2.0 threshold, the questions skipped."""
         extra = {"null_threshold": metrics["null_threshold"]} if "null_threshold" in metrics else {}
         return {**extra, **self.skipped}
 
-    def _export(self, mode: str, seed: int, answers: dict[str, str], null_odds: dict[str, float] | None) -> None:
-        if self.predictions_dir is not None:
-            write_predictions(Path(self.predictions_dir) / f"{mode}-s{seed}", answers, null_odds)
+    def _keep(self, mode: str, seed: int, answers: dict[str, str], null_odds: dict[str, float] | None) -> None:
+        for name, content in prediction_files(answers, null_odds).items():
+            self.files[f"predictions/{mode}-s{seed}/{name}"] = content

@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import lightning.pytorch as L
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
-from pipeline.finetune.encoders import frozen_encoder, token_classifier
+from pipeline.finetune.encoders import frozen_encoder
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.tasks.conll import NerTask, Sentence
-from pipeline.finetune.training import Finetuning, Recipe, fit_and_score
+from pipeline.finetune.training import Recipe, Runner
 from pipeline.model.config import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
@@ -100,41 +98,25 @@ class TaggingObjective:
         return out
 
 
-class TokenRunner:
-    """The runs of one NER task from one export: the encoded sentences, and each mode's training."""
+class TokenRunner(Runner):
+    """The runs of one NER task from one export: the encoded sentences; on frozen features, a BiLSTM tagger."""
+
+    kind = "ner"
+    collate = staticmethod(ner_collate)
 
     def __init__(self, recipe: Recipe, task: NerTask, tok, export_dir: Path):
-        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+        super().__init__(recipe, task, export_dir)
         self.train = encode_ner(tok, task.train, recipe.max_seq_length)
         self.dev = encode_ner(tok, task.dev, recipe.max_seq_length)
         log.info("task %s: %d train, %d dev sentences, %d tags", task.name, len(self.train), len(self.dev),
                  len(task.labels))
 
-    def fine_tune(self, mode: str, seed: int, logger) -> dict:
-        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
-        L.seed_everything(seed, workers=True, verbose=False)
-        torch.manual_seed(seed)
-        model = token_classifier(self.export_dir, self.task.num_outputs, pretrained=mode == "pretrained").train()
-        return {"seed": seed, **self._fit(model, seed, logger, self.recipe.lr, self.recipe.epochs)}
+    def objective(self) -> TaggingObjective:
+        return TaggingObjective(self.task)
 
-    def frozen(self, feature_set: str, seed: int, logger) -> dict:
-        """A two-layer BiLSTM tagger on the frozen encoder's states, with one seed."""
-        L.seed_everything(seed, workers=True, verbose=False)
-        torch.manual_seed(seed)
-        model = FrozenBiLSTMTagger(frozen_encoder(self.export_dir), feature_set,
-                                   self.task.num_outputs).train()
-        result = {"seed": seed, **self._fit(model, seed, logger, self.recipe.feature_lr, self.recipe.feature_epochs)}
-        if feature_set == "weighted":
-            result["layer_weights"] = model.mix.weights()
-        return result
-
-    def _fit(self, model, seed: int, logger, lr: float, epochs: int) -> dict:
-        r = self.recipe
-        g = torch.Generator().manual_seed(seed)
-        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=ner_collate)
-        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=ner_collate)
-        module = Finetuning(model, TaggingObjective(self.task), r.optim(lr), epochs * len(train), r.fused_optimizer)
-        return fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
+    def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
+        """The paper's feature-based NER: a two-layer BiLSTM tagger on the frozen encoder's states."""
+        return FrozenBiLSTMTagger(frozen_encoder(self.export_dir), feature_set, self.task.num_outputs)
 
     def classical(self) -> dict:
         return linear_baseline(self.task)

@@ -1,22 +1,30 @@
-"""What every fine-tuning run shares, whatever the kind of task: the recipe, the Trainer, the LightningModule.
+"""What every fine-tuning run shares, whatever the kind of task: the recipe, the Trainer, the LightningModule,
+and the runner of a task's modes.
 
-A run trains one network (a fine-tuned BERT, a BERT from scratch, or a head on
+A run trains one network (a fine-tuned model, one from scratch, or a head on
 frozen features) with one seed. ``Finetuning`` is the wiring: the loss of each
 batch and the task's scores over each dev pass come from an ``Objective`` --
-a label per text (``pipeline.finetune.sentence``) or a label per word
-(``pipeline.finetune.tokens``).
+a label per text (``pipeline.finetune.sentence``), a label per word
+(``pipeline.finetune.tokens``) or an answer span (``pipeline.finetune.spans``).
+``Runner`` is what the stage calls for each (mode, seed); each kind of task
+subclasses it with what differs.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 import lightning.pytorch as L
 import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from torch import nn
+from torch.utils.data import DataLoader
 
+from pipeline.data.datamodule import pad_collate
+from pipeline.finetune.encoders import task_model
+from pipeline.finetune.modes import FROZEN, is_frozen
 from pipeline.optim import build_optimizer, clip_gradients
 
 
@@ -118,6 +126,104 @@ def fit_and_score(recipe: Recipe, module: Finetuning, logger, epochs: int, train
     trainer.fit(module, train_loader, dev_loader if recipe.eval_every_epoch else None)
     final = trainer.validate(module, dev_loader, verbose=False)[0]
     return {**{m: round(float(final[f"val/{m}"]), 6) for m in metrics}, "loss": round(float(final["val/loss"]), 6)}
+
+
+class Runner:
+    """The runs of one task from one export: the task's examples encoded once, then each mode's training.
+
+    The finetune stage calls ``fine_tune`` (``pretrained`` or ``scratch``), ``frozen`` (a head on frozen
+    features) and ``classical`` (the baseline without pretraining) for each mode and seed, then writes
+    ``outputs()`` beside its metrics. A kind of task (``kind``: ``TaskData.kind``) subclasses it with what
+    differs: its examples (``train``, ``dev`` and ``collate``), its ``objective``, its head on frozen features
+    (``frozen_head``) and its ``classical`` baseline; the task model itself is the export's architecture's.
+    """
+
+    kind: ClassVar[str]
+    collate = staticmethod(pad_collate)
+    train: list[dict]
+    dev: list[dict]
+
+    def __init__(self, recipe: Recipe, task, export_dir: Path):
+        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+        self.files: dict[str, Any] = {}  # outputs(): JSON files of the stage beside its metrics
+
+    # -- what the stage calls
+
+    def fine_tune(self, mode: str, seed: int, logger) -> dict:
+        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
+        seed_everything(seed)
+        # load_hf returns eval mode; both starts must train with dropout alike
+        net = task_model(self.export_dir, self.kind, self.num_outputs, pretrained=mode == "pretrained").train()
+        return {"seed": seed, **self.fit(net, mode, seed, logger)}
+
+    def frozen(self, feature_set: str, seed: int, logger) -> dict:
+        """Train a small head on the frozen encoder's features of ``feature_set`` with one seed."""
+        seed_everything(seed)
+        head = self.frozen_head(feature_set).train()
+        result = {"seed": seed, **self.fit(head, f"{FROZEN}{feature_set}", seed, logger)}
+        if feature_set == "weighted":
+            result["layer_weights"] = head.mix.weights()
+        return result
+
+    def classical(self) -> dict:
+        """The task's baseline without a network or pretraining (deterministic: one run)."""
+        raise NotImplementedError
+
+    def outputs(self) -> dict[str, Any]:
+        """The runs' files the stage writes beside its metrics: {path under ``paths.metrics``: JSON content}."""
+        return dict(self.files)
+
+    def data_summary(self) -> dict:
+        """What the stage's metrics say about the task's data."""
+        return {"train_examples": len(self.train), "dev_examples": len(self.dev)}
+
+    # -- what a kind of task provides
+
+    @property
+    def num_outputs(self) -> int:
+        return self.task.num_outputs
+
+    def objective(self) -> Objective:
+        raise NotImplementedError
+
+    def frozen_head(self, feature_set: str) -> nn.Module:
+        """The trainable network on the frozen encoder (it reads ``inputs(mode)`` of each batch)."""
+        raise NotImplementedError
+
+    def loaders(self, mode: str, seed: int) -> tuple[DataLoader, DataLoader]:
+        """(train, dev) batches of a run: the train examples shuffled by the seed."""
+        r = self.recipe
+        g = torch.Generator().manual_seed(seed)
+        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=self.collate)
+        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=self.collate)
+        return train, dev
+
+    def inputs(self, mode: str) -> tuple[str, ...]:
+        """The batch entries the network of ``mode`` takes."""
+        return Finetuning.TOKENS
+
+    def finish(self, mode: str, seed: int, objective: Objective) -> dict:
+        """What a run reports beside its scores (and files it leaves for ``outputs``), after its last dev pass."""
+        return {}
+
+    # --
+
+    def fit(self, net: nn.Module, mode: str, seed: int, logger) -> dict:
+        """Train ``net`` in ``mode`` with one seed, then score it on dev."""
+        r = self.recipe
+        lr, epochs = (r.feature_lr, r.feature_epochs) if is_frozen(mode) else (r.lr, r.epochs)
+        train, dev = self.loaders(mode, seed)
+        objective = self.objective()
+        module = Finetuning(net, objective, r.optim(lr), epochs * len(train), r.fused_optimizer,
+                            inputs=self.inputs(mode))
+        scores = fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
+        return {**scores, **self.finish(mode, seed, objective)}
+
+
+def seed_everything(seed: int) -> None:
+    """One run's randomness (Python, NumPy, torch; DataLoader workers): its head's initialisation, and from
+    scratch every weight, start from ``seed``."""
+    L.seed_everything(seed, workers=True, verbose=False)
 
 
 def summarize(runs: list[dict], metrics: list[str]) -> dict:

@@ -26,6 +26,7 @@ class TaskData:
     dev: list[Example]
     metrics: list[str] = field(default_factory=lambda: ["accuracy"])  # the first is the headline metric
     regression: bool = False
+    kind: str = "sentence"  # which runner the finetune stage gives it (NerTask: "ner", SquadTask: "span")
 
     @property
     def is_pair(self) -> bool:
