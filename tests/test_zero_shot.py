@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 from omegaconf import OmegaConf
-from tokenizers import models
+from tokenizers import Tokenizer, models
 
 from conftest import ROOT, TINY_BERT, shared_data, tiny_export
 from pipeline.data.tokenizer import (MASK, SPECIAL_TOKENS, UNK, add_bert_template, load_tokenizer, new_tokenizer,
@@ -334,6 +334,12 @@ def test_a_sentence_longer_than_the_model_reads_leaves_its_pair_out_and_is_count
         assert summary["excluded"] == {"p1": 1, "p2": 1} and summary["excluded_total"] == 2
         assert summary["paradigm"]["p2"] is None and summary["unscored"] == ["p2"]
         assert summary["overall"] == summary["paradigm"]["p1"]  # p2 has no pair left: out of the mean
+    cutting = Tokenizer.from_str(tok.to_str())
+    cutting.enable_truncation(6)   # a tokenizer.json that truncates (or pads) cuts no sentence here
+    cutting.enable_padding(length=12)
+    assert [len(e.ids) for e in encode(cutting, [long, "it"])] == [10, 3]
+    assert evaluate(short, cutting, paradigms).summary()["excluded"] == {"p1": 1, "p2": 1}
+    assert cutting.truncation is not None  # the caller's tokenizer is left as it was
 
 
 def test_progress_bar_for_long_scoring(tok, capsys):

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from pipeline.data.encoded import EncodedCorpus
@@ -57,8 +58,15 @@ class Encoded(NamedTuple):
     words: np.ndarray
 
 
-def encode(tokenizer, sentences: Sequence[str]) -> list[Encoded]:
-    """``[CLS] sentence [SEP]`` pieces of each sentence, with its word boundaries (the tokenizer's words)."""
+def encode(tokenizer: Tokenizer, sentences: Sequence[str]) -> list[Encoded]:
+    """``[CLS] sentence [SEP]`` pieces of each sentence, with its word boundaries (the tokenizer's words).
+
+    A tokenizer.json from elsewhere may truncate or pad; a copy without either is used, so a long sentence keeps
+    its length (and is left out, counted, if the model cannot read it) instead of being cut silently."""
+    if tokenizer.truncation is not None or tokenizer.padding is not None:
+        tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
     return [Encoded(np.asarray(e.ids, np.int64), ~np.asarray(e.special_tokens_mask, bool),
                     np.asarray([-1 if w is None else w for w in e.word_ids], np.int64))
             for e in tokenizer.encode_batch(list(sentences))]
