@@ -21,14 +21,13 @@ import numpy as np
 import yaml
 from scipy import stats as scipy_stats
 
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import DataError
 from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
 from pipeline.report import fixed
+from pipeline.report.specs import FAMILIES, check_families
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
-
-FAMILIES = Path(__file__).resolve().parent / "families"  # one table per family: title, question, rows, paper
 
 
 def classical_name(task: str) -> str:
@@ -47,11 +46,8 @@ def fmt(metric: str, value: float) -> str:
 
 
 def load_families(names: list[str], folder: Path = FAMILIES) -> dict[str, dict]:
-    """The table specs of the named families, in order (``grid.families``)."""
-    known = sorted(p.stem for p in folder.glob("*.yaml"))
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ConfigError(f"grid.families: {unknown} not defined: expected names from {folder} ({', '.join(known)})")
+    """The table specs of the named families, in order (``grid.families``, checked at start-up)."""
+    check_families(names, folder)
     return {n: yaml.safe_load((folder / f"{n}.yaml").read_text(encoding="utf-8")) for n in names}
 
 

@@ -1,0 +1,503 @@
+"""Each config group's settings: a frozen dataclass that reads the group's node, checks it, and is what the
+code uses.
+
+One pattern for every group (``Settings``). Each field names the kinds of value it may take
+(``pipeline.values``: NaN and infinities are never numbers); building the object checks every field and
+then ``check``, the rules between the group's own settings. ``read(node, key)`` builds it from the composed
+node and refuses, in one line naming the full key, a key the group does not have and one that is missing.
+No field has a default: every value comes from conf/. The rules that span groups (the position table, the
+pair format NSP needs, a grid's variants, the model against its objective and vocabulary) are
+``pipeline.config.validate``'s, which builds every group's settings at the start of each stage and in the
+check_conf stage, before any compute. Torch-free.
+"""
+from __future__ import annotations
+
+from dataclasses import InitVar, dataclass, field, fields
+from typing import Any, ClassVar, Mapping
+
+from omegaconf import OmegaConf
+
+from pipeline.data.shards import FORMATS
+from pipeline.data.tokenizer import SPECIAL_TOKENS
+from pipeline.errors import ConfigError
+from pipeline.finetune.modes import MODES
+from pipeline.model.config import config_class
+from pipeline.optim import OPTIMIZERS, SCHEDULES
+from pipeline.pretrain.objectives import LM_OBJECTIVES
+from pipeline.report.specs import check_families
+from pipeline.values import (BETAS, BOOL, DURATION, MAPPING, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT,
+                             PROBABILITY, TEXT, Kind, distinct, integer, is_int, list_of, number, one_of, shown)
+
+# Lightning's precision names (lightning.fabric.connector._PRECISION_INPUT; a test keeps them the same).
+PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+              "32-true", "64-true", "64", "32", "16", "bf16")
+CONFIDENCE = number(0, 1, low_open=True, high_open=True, expected="a number in (0, 1), e.g. 0.95")
+MODE_LIST = list_of(one_of(MODES), f"a non-empty list of: {', '.join(MODES)}")
+DISTINCT_MODES = distinct("modes (each is fine-tuned once per seed)")
+WORDS = Kind(lambda v: isinstance(v, (tuple, list)) and all(TEXT.allows(w) for w in v), "a list of words")
+
+
+def setting(*kinds: Kind, optional: bool = False) -> Any:
+    """A field holding one value of ``kinds``; ``optional``: the key may be left out of the node (None)."""
+    if optional:
+        return field(default=None, metadata={"kinds": kinds, "optional": True})
+    return field(metadata={"kinds": kinds})
+
+
+def group(cls: type[Settings], each: bool = False) -> Any:
+    """A field holding a nested group of settings (``each``: a mapping or list of them)."""
+    return field(metadata={"each" if each else "group": cls})
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name
+
+
+def _plain(value: Any) -> Any:
+    """A composed node as plain values: interpolations resolved, lists as tuples (the settings are frozen)."""
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """A group's settings; ``KEY`` is where the group sits in the composed config (``key=``: elsewhere, such as
+    a task inside a suite, for the messages)."""
+    KEY: ClassVar[str]
+    OPEN: ClassVar[bool] = False  # True: the node holds other owners' keys too (the root)
+    key: InitVar[str | None] = None
+
+    def __post_init__(self, key: str | None) -> None:
+        at = self.KEY if key is None else key
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("optional"):
+                continue
+            for kind in f.metadata.get("kinds", ()):
+                kind.check(_join(at, f.name), value)
+        self.check(at)
+
+    def check(self, key: str) -> None:
+        """The rules between the group's own settings (``key``: where the group sits, for messages)."""
+
+    @classmethod
+    def read(cls, node: Mapping[str, Any], key: str | None = None) -> Settings:
+        """The settings of ``node`` (a composed config node or a plain mapping) at ``key`` (default ``KEY``)."""
+        at = cls.KEY if key is None else key
+        declared = {f.name: f for f in fields(cls)}
+        if cls.OPEN:
+            node = {k: node[k] for k in declared if k in node}
+        node = _plain(node)
+        if not isinstance(node, dict):
+            raise ConfigError(f"{at}={shown(node)!r} is not allowed: expected a mapping of settings")
+        unknown = [k for k in node if k not in declared]
+        if unknown:
+            raise ConfigError(f"{_join(at, unknown[0])} is not a setting: expected one of {', '.join(declared)}")
+        values = {}
+        for name, f in declared.items():
+            if name in node:
+                values[name] = _nested(f, node[name], _join(at, name))
+            elif not f.metadata.get("optional"):
+                kinds = f.metadata.get("kinds")
+                raise ConfigError(f"{_join(at, name)} is missing: expected "
+                                  f"{kinds[0].expected if kinds else 'a mapping of settings'}")
+        return cls(**values, key=at)
+
+
+def _nested(f, value: Any, key: str) -> Any:
+    if "group" in f.metadata:
+        return f.metadata["group"].read(value, key)
+    if "each" in f.metadata:
+        cls = f.metadata["each"]
+        if isinstance(value, dict):
+            return {k: cls.read(v, f"{key}.{k}") for k, v in value.items()}
+        if isinstance(value, tuple):
+            return tuple(cls.read(v, f"{key}[{i}]") for i, v in enumerate(value))
+        raise ConfigError(f"{key}={shown(value)!r} is not allowed: expected a mapping or list of settings")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeWords(Settings):
+    KEY = "corpus.probe"
+    words: tuple[str, ...] = setting(list_of(TEXT, "a non-empty list of words"))
+    senses: tuple[str, ...] = setting(WORDS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusSettings(Settings):
+    KEY = "corpus"
+    name: str = setting(TEXT)
+    valid_fraction: float = setting(number(0, 1, low_open=True, high_open=True))
+    source: dict = setting(MAPPING.saying("a mapping with the documents' _target_"))
+    probe: ProbeWords = group(ProbeWords)
+
+    def check(self, key: str) -> None:
+        TEXT.check(f"{key}.source._target_", self.source.get("_target_"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerSettings(Settings):
+    KEY = "tokenizer"
+    vocab_size: int = setting(integer(len(SPECIAL_TOKENS) + 27, expected=(
+        f"an integer large enough for the {len(SPECIAL_TOKENS)} special tokens and an alphabet "
+        f"(> {len(SPECIAL_TOKENS) + 26})")))
+    min_frequency: int = setting(integer(1))
+    limit_alphabet: int = setting(POSITIVE_INT)
+    lowercase: bool = setting(BOOL)
+    strip_accents: bool | None = setting(BOOL.or_null(" (follow tokenizer.lowercase)"))
+    from_folder: str | None = setting(TEXT.or_null(" (train a vocabulary)"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairsSettings(Settings):
+    KEY = "pairs"
+    format: str = setting(one_of(FORMATS))
+    max_seq_length: int = setting(integer(5, expected="an integer >= 5 ([CLS], two [SEP] and at least one token "
+                                                      "of A and of B)"))
+    short_seq_prob: float = setting(PROBABILITY)
+    dupe_factor: int = setting(integer(1))
+    shard_tokens: int = setting(integer(1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Corruption(Settings):
+    """What a position chosen for prediction becomes: ``[MASK]``, a random piece, or itself (shares of 1)."""
+    mask_token_prob: float = setting(PROBABILITY)
+    random_token_prob: float = setting(PROBABILITY)
+    keep_prob: float = setting(PROBABILITY)
+
+    def check(self, key: str) -> None:
+        total = self.mask_token_prob + self.random_token_prob + self.keep_prob
+        if abs(total - 1) > 1e-6:
+            raise ConfigError(
+                f"{key}.mask_token_prob + random_token_prob + keep_prob = {total:g} is not allowed: expected 1 "
+                f"(got {self.mask_token_prob}, {self.random_token_prob}, {self.keep_prob})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaskingSettings(Corruption):
+    KEY = "masking"
+    mlm_probability: float = setting(number(0, 1, low_open=True, high_open=True,
+                                            expected="a probability in (0, 1)"))
+    max_predictions_per_seq: int | None = setting(integer(1).or_null(" (optional: no cap beyond the ratio)"))
+    whole_word: bool = setting(BOOL)
+    static: bool = setting(BOOL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSetSettings(Corruption):
+    KEY = "eval_set"
+    mlm_probability: float = setting(number(0, 1, low_open=True, high_open=True, expected="a share in (0, 1)"))
+    max_sequences: int | None = setting(POSITIVE_INT.or_null(" (optional: all valid examples)"))
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        number(0, low_open=True, expected="more than 0 (the headline scores the positions shown as [MASK])").check(
+            f"{key}.mask_token_prob", self.mask_token_prob)
+
+
+# ---------------------------------------------------------------------------------------------- pretraining
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveSettings(Settings):
+    KEY = "objective"
+    name: str = setting(TEXT)
+    lm: str = setting(one_of(LM_OBJECTIVES))
+    nsp: bool = setting(BOOL)
+
+    def check(self, key: str) -> None:
+        if self.lm == "left_to_right" and self.nsp:
+            raise ConfigError(f"{key}.nsp=true is not allowed with {key}.lm=left_to_right: expected false "
+                              "(a left-to-right model has no bidirectional [CLS] to classify pairs with)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings(Settings):
+    """The keys every architecture has; ``shape`` holds the architecture's own (its config class's fields,
+    whose values that class checks: ``pipeline.model.config``, built by the validator with the vocabulary
+    and the objective)."""
+    KEY = "model"
+    name: str = setting(TEXT)
+    architecture: str = setting(TEXT)
+    init_from: str | None = setting(TEXT.or_null(" (fresh weights)"))
+    max_position_embeddings: int = setting(POSITIVE_INT)  # the examples' length limit (a position table for BERT)
+    shape: dict = setting(MAPPING)
+
+    COMMON: ClassVar[tuple[str, ...]] = ("name", "architecture", "init_from", "max_position_embeddings")
+
+    @classmethod
+    def read(cls, node: Mapping[str, Any], key: str | None = None) -> ModelSettings:
+        at = cls.KEY if key is None else key
+        node = _plain(node)
+        missing = [k for k in cls.COMMON if k not in node]
+        if missing:
+            raise ConfigError(f"{at}.{missing[0]} is missing: expected a setting of every model")
+        config = config_class(node["architecture"])
+        own = {f.name for f in fields(config)} - {"vocab_size", *config.objective_fields(next(iter(config.objectives)))}
+        unknown = [k for k in node if k not in (*cls.COMMON, *own)]
+        if unknown:
+            raise ConfigError(f"{at}.{unknown[0]} is not a setting of model.architecture={node['architecture']}: "
+                              f"expected one of {', '.join(sorted((*cls.COMMON, *own)))}")
+        return cls(**{k: node[k] for k in cls.COMMON}, shape={k: v for k, v in node.items() if k not in cls.COMMON},
+                   key=at)
+
+    def values(self) -> dict:
+        """The settings as the model's config takes them (``pipeline.model.config.build_config``)."""
+        return {"architecture": self.architecture, "max_position_embeddings": self.max_position_embeddings,
+                **self.shape}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimSettings(Settings):
+    KEY = "optim"
+    name: str = setting(one_of(OPTIMIZERS))
+    lr: float = setting(POSITIVE)
+    betas: tuple[float, float] = setting(BETAS)
+    eps: float = setting(POSITIVE)
+    weight_decay: float = setting(NON_NEGATIVE)
+    warmup_ratio: float = setting(number(0, 1, high_open=True))
+    schedule: str = setting(one_of(SCHEDULES))
+    decay_ratio: float = setting(number(0, 1, low_open=True, expected="a share of the steps in (0, 1]"))
+    gradient_clip_val: float = setting(POSITIVE)
+
+    def check(self, key: str) -> None:
+        if self.schedule == "wsd" and self.warmup_ratio + self.decay_ratio > 1:
+            raise ConfigError(f"{key}.warmup_ratio + {key}.decay_ratio = {self.warmup_ratio + self.decay_ratio:g} "
+                              f"is not allowed with {key}.schedule=wsd: expected at most 1 (warm-up and decay share "
+                              "the steps)")
+
+
+DEVICES = Kind(lambda v: v == "auto" or (is_int(v) and (v >= 1 or v == -1)) or
+               (isinstance(v, (tuple, list)) and len(v) > 0 and all(is_int(d) and d >= 0 for d in v)),
+               '"auto", a count of devices (-1: all), or a list of device ids')
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerSettings(Settings):
+    KEY = "trainer"
+    max_steps: int = setting(POSITIVE_INT)
+    max_time: str | None = setting(DURATION.or_null(" (optional)"))
+    batch_size: int = setting(POSITIVE_INT)
+    accumulate_grad_batches: int = setting(POSITIVE_INT)
+    length_grouped: bool = setting(BOOL)
+    val_check_interval: int = setting(POSITIVE_INT)
+    checkpoint_every_n_steps: int = setting(POSITIVE_INT)
+    limit_val_batches: int = setting(POSITIVE_INT)
+    log_every_n_steps: int = setting(POSITIVE_INT)
+    accelerator: str = setting(TEXT)
+    devices: Any = setting(DEVICES)
+    strategy: str = setting(TEXT)
+    num_nodes: int = setting(POSITIVE_INT)
+
+    def devices_per_node(self) -> int | None:
+        """Processes per node, or None where only the machine knows (``devices=auto`` or -1 on GPUs)."""
+        if isinstance(self.devices, tuple):
+            return len(self.devices)
+        if is_int(self.devices) and self.devices >= 1:
+            return self.devices
+        return 1 if self.accelerator == "cpu" else None
+
+    def check(self, key: str) -> None:
+        # Each device takes batch_size / (devices x nodes x accumulation) sequences per forward pass.
+        per_node = self.devices_per_node()
+        parts = (per_node or 1) * self.num_nodes * self.accumulate_grad_batches
+        if self.batch_size % parts:
+            factors = "devices x nodes x accumulate_grad_batches" if per_node else \
+                f"nodes x accumulate_grad_batches (and of the devices {key}.devices={self.devices} finds)"
+            raise ConfigError(f"{key}.batch_size={self.batch_size} is not allowed: expected a multiple of "
+                              f"{factors} = {parts}")
+
+
+# ----------------------------------------------------------------------------------------------- fine-tuning
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneSettings(Settings):
+    KEY = "finetune"
+    init_from: str | None = setting(TEXT.or_null(" (the pretrain stage's export)"))
+    modes: tuple[str, ...] = setting(MODE_LIST, DISTINCT_MODES)
+    seeds: tuple[int, ...] = setting(list_of(integer(), "a non-empty list of integers"),
+                                     distinct("seeds (each is one run; a repeat would count the same run twice)"))
+    epochs: int = setting(POSITIVE_INT)
+    feature_epochs: int = setting(POSITIVE_INT)
+    eval_every_epoch: bool = setting(BOOL)
+    batch_size: int = setting(POSITIVE_INT)
+    lr: float = setting(POSITIVE)
+    feature_lr: float = setting(POSITIVE)
+    weight_decay: float = setting(NON_NEGATIVE)
+    betas: tuple[float, float] = setting(BETAS)
+    eps: float = setting(POSITIVE)
+    gradient_clip_val: float = setting(POSITIVE)
+    warmup_ratio: float = setting(number(0, 1, high_open=True))
+    eval_batch_size: int = setting(POSITIVE_INT)
+    feature_eval_batch_size: int = setting(POSITIVE_INT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSettings(Settings):
+    """A task; ``data`` holds its loader (``_target_``) and that loader's own arguments."""
+    KEY = "task"
+    name: str = setting(TEXT)
+    max_seq_length: int = setting(integer(4))
+    data: dict = setting(MAPPING.saying("a mapping with the task loader's _target_"))
+
+    def check(self, key: str) -> None:
+        TEXT.check(f"{key}.data._target_", self.data.get("_target_"))
+        for k in ("train_size", "dev_size"):
+            if k in self.data:
+                POSITIVE_INT.or_null(" (optional)").check(f"{key}.data.{k}", self.data[k])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnSettings(Settings):
+    """A report column of a suite: a task, its metric (default: the task's first), a mode, the paper's column."""
+    KEY = "suite.columns"
+    task: str = setting(TEXT)
+    metric: str | None = setting(TEXT, optional=True)
+    mode: str | None = setting(one_of(MODES), optional=True)
+    paper: str | None = setting(TEXT, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteSettings(Settings):
+    KEY = "suite"
+    name: str = setting(TEXT)
+    glue_dir: str = setting(TEXT)
+    tasks: dict[str, TaskSettings] = group(TaskSettings, each=True)
+    modes: dict = setting(MAPPING)
+    columns: tuple[ColumnSettings, ...] = group(ColumnSettings, each=True)
+
+    def check(self, key: str) -> None:
+        if not self.tasks:
+            raise ConfigError(f"{key}.tasks of suite {self.name!r} is empty: expected at least one task "
+                              "(e.g. /task@suite.tasks.mrpc: mrpc in its defaults)")
+        for task, modes in self.modes.items():
+            if task not in self.tasks:
+                raise ConfigError(f"{key}.modes.{task}: not a task of the suite: expected one of "
+                                  f"{', '.join(self.tasks)}")
+            for kind in (MODE_LIST, DISTINCT_MODES):
+                kind.check(f"{key}.modes.{task}", modes)
+        for i, col in enumerate(self.columns):
+            one_of(tuple(self.tasks)).saying(f"one of the suite's tasks ({', '.join(self.tasks)})").check(
+                f"{key}.columns[{i}].task", col.task)
+
+
+# ------------------------------------------------------------------------------------------ grid and report
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSeeds(Settings):
+    KEY = "grid.seeds"
+    baseline: int = setting(POSITIVE_INT.saying("a positive integer (pretraining runs)"))
+    variants: int = setting(POSITIVE_INT.saying("a positive integer (pretraining runs)"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridFinetune(Settings):
+    KEY = "grid.finetune"
+    modes: tuple[str, ...] = setting(MODE_LIST, DISTINCT_MODES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSettings(Settings):
+    KEY = "grid"
+    name: str = setting(TEXT)
+    families: tuple[str, ...] = setting(list_of(TEXT, "a non-empty list of family names (the report's sections)"),
+                                        distinct("families (each is one section of the report)"))
+    pretrain: tuple[str, ...] = setting(WORDS.saying("a list of variant names"),
+                                        distinct("variant names (each is one row of pretraining runs)"))
+    seeds: GridSeeds = group(GridSeeds)
+    finetune: GridFinetune = group(GridFinetune)
+
+    def check(self, key: str) -> None:
+        check_families(list(self.families))  # the report's tables (pipeline/report/families)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportSettings(Settings):
+    KEY = "report"
+    confidence: float = setting(CONFIDENCE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeSettings(Settings):
+    KEY = "probe"
+    occurrences: int = setting(POSITIVE_INT)
+    min_occurrences: int = setting(POSITIVE_INT)
+    neighbours: int = setting(POSITIVE_INT)
+    random_pairs: int = setting(POSITIVE_INT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackingSettings(Settings):
+    KEY = "tracking"
+    uri: str | None = setting(TEXT.or_null(" ($MLFLOW_TRACKING_URI, else the local store)"))
+    experiment: str = setting(TEXT)
+    log_model: bool = setting(BOOL)
+
+
+# --------------------------------------------------------------------------------------------- speed and run
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeSettings(Settings):
+    KEY = "runtime"
+    num_threads: int | None = setting(POSITIVE_INT.or_null(" (optional)"))
+    num_workers: int | None = setting(POSITIVE_INT.or_null(" (optional: all cores)"))
+    parts: int = setting(POSITIVE_INT.saying("a positive integer (machines)"))
+    part: int | None = setting(NON_NEGATIVE_INT.or_null(" (join the parts)"))
+    loader_workers: int = setting(integer(0))
+    precision: Any = setting(Kind(lambda v: str(v) in PRECISIONS, f"one of {', '.join(PRECISIONS)}"))
+    compile: bool = setting(BOOL)
+    fused_optimizer: bool = setting(BOOL)
+    progress: bool = setting(BOOL)
+
+    def check(self, key: str) -> None:
+        if self.part is not None and self.part >= self.parts:
+            raise ConfigError(f"{key}.part={self.part!r} is not allowed: expected an integer in "
+                              f"[0, {key}.parts={self.parts})")
+        if str(self.precision) in ("16", "16-mixed") and self.fused_optimizer:
+            # fp16's gradient scaler: a fused AdamW unscales inside its step, after gradients were clipped
+            raise ConfigError(f"{key}.precision={self.precision} with {key}.fused_optimizer=true is not allowed: "
+                              f"expected {key}.fused_optimizer=false (fp16's scaled gradients are clipped before a "
+                              f"fused AdamW unscales them), or {key}.precision=bf16-mixed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings(Settings):
+    """The top-level keys that say which run this is (conf/config.yaml)."""
+    KEY = ""
+    OPEN = True
+    seed: int = setting(NON_NEGATIVE_INT)
+    pretrain_seed: int = setting(NON_NEGATIVE_INT)
+    variant: str | None = setting(TEXT.or_null(" (the baseline)"))
+    suite_task: str | None = setting(TEXT.or_null(" (no suite task)"))
+
+
+# Every group with settings, in the order the validator reads them ("run": the top-level keys).
+GROUPS: dict[str, type[Settings]] = {
+    "run": RunSettings, "corpus": CorpusSettings, "tokenizer": TokenizerSettings, "pairs": PairsSettings,
+    "eval_set": EvalSetSettings, "masking": MaskingSettings, "objective": ObjectiveSettings, "model": ModelSettings,
+    "optim": OptimSettings, "trainer": TrainerSettings, "finetune": FinetuneSettings, "task": TaskSettings,
+    "suite": SuiteSettings, "grid": GridSettings, "report": ReportSettings, "probe": ProbeSettings,
+    "tracking": TrackingSettings, "runtime": RuntimeSettings}
+
+
+def read_groups(cfg: Mapping[str, Any]) -> dict[str, Settings]:
+    """The settings of every group ``cfg`` has (a null suite is none), each checked on its own."""
+    out = {}
+    for name, cls in GROUPS.items():
+        node = cfg if name == "run" else cfg.get(name)
+        if node is not None and (name != "run" or "seed" in cfg):
+            out[name] = cls.read(node)
+    return out
