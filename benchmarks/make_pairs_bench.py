@@ -109,15 +109,16 @@ def child_ours(a: argparse.Namespace) -> dict:
 
     from pipeline.data.pairs import make_examples
     from pipeline.data.tokenizer import load_tokenizer, special_ids
+    from pipeline.settings import PairsSettings
 
     t0 = time.perf_counter()
     tok = load_tokenizer(a.tokenizer)
     ids = special_ids(tok)
     info: dict = {}
-    stats = make_examples(tok, a.corpus, Path(a.out), cls_id=ids["cls"], sep_id=ids["sep"],
-                          max_seq_length=a.max_seq_length, short_seq_prob=0.1, dupe_factor=a.dupe_factor,
-                          seed=12345, shard_tokens=a.shard_tokens, num_workers=a.workers,
-                          progress=not a.quiet, run_info=info)
+    pairs = PairsSettings(format="nsp_pairs", max_seq_length=a.max_seq_length, short_seq_prob=0.1,
+                          dupe_factor=a.dupe_factor, shard_tokens=a.shard_tokens)
+    stats = make_examples(tok, a.corpus, Path(a.out), pairs, seed=12345, cls_id=ids["cls"], sep_id=ids["sep"],
+                          num_workers=a.workers, progress=not a.quiet, run_info=info)
     return {"wall_s": time.perf_counter() - t0, "examples": stats["n_examples"], "tokens": stats["n_tokens"],
             "main_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "worker_peak_rss_mb": list(info["worker_peak_rss_mb"].values()),

@@ -4,9 +4,10 @@ The rule for where settings are read: each stage has one function
 ``run(cfg) -> metrics`` in the module that implements it
 (``pipeline/data/corpus.py``, ``data/wordpiece.py``, ``data/pairs.py``, ``data/eval_set.py``,
 ``pretrain/run.py``, ``finetune/run.py``, ``report/run.py``). It is the only
-code of the stage that reads ``cfg``: it unpacks the settings into plain
-arguments and small dataclasses for everything below it, and ``instantiate``s
-what conf/ names by ``_target_``. Only the plumbing every stage shares takes the
+code of the stage that reads ``cfg``: it reads each group it needs as that
+group's settings (``pipeline.settings``: typed and checked), passes them or
+plain arguments to everything below it, and ``instantiate``s what conf/ names
+by ``_target_``. Only the plumbing every stage shares takes the
 whole ``cfg`` as well: this module, ``config`` (validation), ``variants`` and
 ``tracking`` (which logs the resolved config).
 
@@ -28,6 +29,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
+from pipeline.settings import RuntimeSettings
 from pipeline.variants import apply_variant, sweep_outputs
 
 log = logging.getLogger("pipeline")
@@ -55,12 +57,11 @@ def quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=pattern)
 
 
-def apply_runtime(cfg: DictConfig) -> None:
-    rt = cfg.get("runtime")
-    if rt is not None and rt.get("num_threads"):
+def apply_runtime(runtime: RuntimeSettings | None) -> None:
+    if runtime is not None and runtime.num_threads:
         import torch  # only stages that train pay for importing torch
 
-        torch.set_num_threads(int(rt.num_threads))
+        torch.set_num_threads(runtime.num_threads)
 
 
 def user_error(e: BaseException) -> LabError | None:
@@ -78,8 +79,7 @@ def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> An
     try:
         check_fresh(cfg)
         cfg = sweep_outputs(apply_variant(cfg, name), name)
-        validate(cfg)
-        apply_runtime(cfg)
+        apply_runtime(validate(cfg).get("runtime"))
         result = fn(cfg)
     except (LabError, InstantiationException) as e:
         error = user_error(e)

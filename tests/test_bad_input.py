@@ -14,6 +14,7 @@ from pipeline.data.pairs import make_examples
 from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.data.wordpiece import train_wordpiece
+from pipeline.settings import PairsSettings
 
 ODD = [
     "tab\there, non\u00a0breaking, thin\u2009space, ideographic\u3000space",
@@ -59,9 +60,10 @@ def test_a_ten_megabyte_line_is_one_long_sentence_cut_to_the_sequence_length(tok
     tok = load_tokenizer(tok_dir)
     ids = special_ids(tok)
     for split in ("train", "valid"):
-        make_examples(tok, tmp_path / "corpus" / f"{split}.txt", tmp_path / "pairs" / split, cls_id=ids["cls"],
-                      sep_id=ids["sep"], format="nsp_pairs", max_seq_length=128, short_seq_prob=0.1, dupe_factor=1,
-                      seed=0, shard_tokens=250_000, num_workers=1, progress=False)
+        make_examples(tok, tmp_path / "corpus" / f"{split}.txt", tmp_path / "pairs" / split,
+                      PairsSettings(format="nsp_pairs", max_seq_length=128, short_seq_prob=0.1, dupe_factor=1,
+                                    shard_tokens=250_000),
+                      seed=0, cls_id=ids["cls"], sep_id=ids["sep"], num_workers=1, progress=False)
     lengths = [len(ds[i]["input_ids"]) for split in ("train", "valid")
                for ds in [PairsDataset(tmp_path / "pairs" / split)] for i in range(len(ds))]
     assert max(lengths) <= 128 and len(lengths) > 100

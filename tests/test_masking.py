@@ -112,10 +112,13 @@ def wiki_batch(wikitext, tmp_path_factory):
     from pipeline.data.datamodule import pad_collate
     from pipeline.data.pairs import write_examples
     from pipeline.data.shards import PairsDataset
+    from pipeline.settings import PairsSettings
 
     ids = wikitext.ids
     out = tmp_path_factory.mktemp("wiki_pairs") / "p"
-    write_examples(wikitext.corpus, out, cls_id=ids["cls"], sep_id=ids["sep"], dupe_factor=1, progress=False)
+    pairs = PairsSettings(format="nsp_pairs", max_seq_length=128, short_seq_prob=0.1, dupe_factor=1,
+                          shard_tokens=250_000)
+    write_examples(wikitext.corpus, out, pairs, seed=12345, cls_id=ids["cls"], sep_id=ids["sep"], progress=False)
     ds = PairsDataset(out)
     batch = pad_collate([ds[i] for i in range(len(ds))])
     input_ids = batch["input_ids"]

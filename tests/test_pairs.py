@@ -1,6 +1,7 @@
 """Pretraining examples: BERT's recipe checked statistically on real text, storage, determinism, errors."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pickle
@@ -12,16 +13,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from conftest import ROOT
 from pipeline.data import pairs as pairs_mod
 from pipeline.errors import DataError, LabError
 from pipeline.data.encoded import EncodedCorpus, encode_corpus, encode_documents_to_corpus
 from pipeline.data.pairs import (make_examples, packed_examples, pair_examples, plan_shards, shard_rng, trim_counts,
                             write_examples)
 from pipeline.data.shards import PairsDataset
+from pipeline.errors import ConfigError
 from pipeline.model.config import IGNORE_INDEX
+from pipeline.settings import PairsSettings
 
 CLS, SEP, FIRST_WORD_ID = 2, 3, 5  # 0 [PAD], 1 [UNK], 4 [MASK] are unused in synthetic corpora
+BERT = PairsSettings.read(yaml.safe_load((ROOT / "conf" / "pairs" / "bert.yaml").read_text(encoding="utf-8")))
+
+
+def pairs(**changes) -> PairsSettings:
+    """BERT's recipe as conf/pairs/bert.yaml sets it, with ``changes`` (one pass unless a test asks for more)."""
+    return dataclasses.replace(BERT, **{"dupe_factor": 1, **changes})
 
 
 def synthetic_corpus(folder: Path, seed: int = 0, n_docs: int = 25, vocab_size: int = 1000) -> EncodedCorpus:
@@ -230,8 +241,8 @@ def test_packing_uses_all_text_once_per_pass(wikitext, cross):
 
 
 def test_packed_examples_have_one_segment_and_no_nsp_label(wikitext, tmp_path):
-    write_examples(wikitext.corpus, tmp_path / "p", cls_id=wikitext.ids["cls"], sep_id=wikitext.ids["sep"],
-                   format="full_sentences", max_seq_length=64, progress=False)
+    write_examples(wikitext.corpus, tmp_path / "p", pairs(format="full_sentences", max_seq_length=64), seed=1234,
+                   cls_id=wikitext.ids["cls"], sep_id=wikitext.ids["sep"], progress=False)
     ds = PairsDataset(tmp_path / "p")
     assert ds.format == "full_sentences"
     for i in range(0, len(ds), 37):
@@ -247,8 +258,9 @@ def test_packed_examples_have_one_segment_and_no_nsp_label(wikitext, tmp_path):
 @pytest.mark.parametrize("max_seq_length, short_seq_prob", [(64, 0.1), (5, 1.0)])
 def test_every_example_has_bert_layout(tmp_path, max_seq_length, short_seq_prob):
     corpus = synthetic_corpus(tmp_path / "c")
-    write_examples(corpus, tmp_path / "pairs", cls_id=CLS, sep_id=SEP, max_seq_length=max_seq_length,
-                   short_seq_prob=short_seq_prob, dupe_factor=2, shard_tokens=300, progress=False)
+    write_examples(corpus, tmp_path / "pairs", pairs(max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+                                                     dupe_factor=2, shard_tokens=300),
+                   seed=1234, cls_id=CLS, sep_id=SEP, progress=False)
     ds = PairsDataset(tmp_path / "pairs")
     assert len(ds) > 50 and ds.meta["n_shards"] > 3
     for i in range(len(ds)):
@@ -269,8 +281,9 @@ def test_every_example_has_bert_layout(tmp_path, max_seq_length, short_seq_prob)
 
 def test_dataset_round_trips_examples_across_shards(tmp_path):
     corpus = synthetic_corpus(tmp_path / "c", seed=1)
-    stats = write_examples(corpus, tmp_path / "pairs", cls_id=CLS, sep_id=SEP, max_seq_length=48,
-                           short_seq_prob=0.2, dupe_factor=2, seed=11, shard_tokens=200, progress=False)
+    stats = write_examples(corpus, tmp_path / "pairs", pairs(max_seq_length=48, short_seq_prob=0.2, dupe_factor=2,
+                                                             shard_tokens=200), seed=11, cls_id=CLS, sep_id=SEP,
+                           progress=False)
     shards = plan_shards(corpus, 200)
     expected = []
     for k, docs in enumerate(shards):
@@ -306,7 +319,7 @@ def test_dataset_round_trips_examples_across_shards(tmp_path):
 def test_token_ids_use_the_smallest_type(tmp_path, vocab_size, dtype):
     docs = [[[vocab_size - 1, 5], [6, 7]], [[8, 9, 10]], [[11], [12, 13]]]
     corpus = encode_documents_to_corpus(docs, tmp_path / "c", vocab_size)
-    write_examples(corpus, tmp_path / "p", cls_id=CLS, sep_id=SEP, max_seq_length=16, progress=False)
+    write_examples(corpus, tmp_path / "p", pairs(max_seq_length=16), seed=1234, cls_id=CLS, sep_id=SEP, progress=False)
     ds = PairsDataset(tmp_path / "p")
     assert ds.meta["token_dtype"] == dtype and corpus.dtype == dtype
     assert max(int(ds[i]["input_ids"].max()) for i in range(len(ds))) == vocab_size - 1
@@ -316,8 +329,8 @@ def test_token_ids_use_the_smallest_type(tmp_path, vocab_size, dtype):
 # Determinism and parallelism
 # --------------------------------------------------------------------------- #
 def test_output_is_byte_identical_for_any_worker_count(wikitext, tmp_path):
-    kw = dict(cls_id=wikitext.ids["cls"], sep_id=wikitext.ids["sep"], dupe_factor=2, seed=7, shard_tokens=20_000,
-              progress=False)
+    kw = dict(pairs=pairs(dupe_factor=2, shard_tokens=20_000), cls_id=wikitext.ids["cls"], sep_id=wikitext.ids["sep"],
+              seed=7, progress=False)
     make_examples(wikitext.tok, wikitext.text, tmp_path / "w1", num_workers=1, **kw)
     make_examples(wikitext.tok, wikitext.text, tmp_path / "w2", num_workers=2, **kw)
     one, two = _files(tmp_path / "w1"), _files(tmp_path / "w2")
@@ -334,9 +347,12 @@ def test_peak_memory_does_not_grow_with_the_corpus(wikitext, tmp_path):
         import json, resource, sys
         from pipeline.data.pairs import make_examples
         from pipeline.data.tokenizer import load_tokenizer
+        from pipeline.settings import PairsSettings
         tok = load_tokenizer(sys.argv[1])
         info = {}
-        make_examples(tok, sys.argv[2], sys.argv[3], cls_id=2, sep_id=3, dupe_factor=2, shard_tokens=100_000,
+        pairs = PairsSettings(format="nsp_pairs", max_seq_length=128, short_seq_prob=0.1, dupe_factor=2,
+                              shard_tokens=100_000)
+        make_examples(tok, sys.argv[2], sys.argv[3], pairs, seed=1234, cls_id=2, sep_id=3,
                       num_workers=2, progress=False, run_info=info)
         main = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps({"main": main, "workers": max(info["worker_peak_rss_mb"].values())}))
@@ -363,7 +379,7 @@ def test_empty_corpus_is_refused(wikitext, tmp_path, text):
     f = tmp_path / "c.txt"
     f.write_text(text, encoding="utf-8")
     with pytest.raises(DataError, match="empty"):
-        make_examples(wikitext.tok, f, tmp_path / "p", cls_id=2, sep_id=3, progress=False)
+        make_examples(wikitext.tok, f, tmp_path / "p", pairs(), seed=1234, cls_id=2, sep_id=3, progress=False)
     assert [p.name for p in tmp_path.iterdir()] == ["c.txt"]
 
 
@@ -371,19 +387,29 @@ def test_one_document_is_refused_for_pairs_but_packs(wikitext, tmp_path):
     f = tmp_path / "c.txt"
     f.write_text("One sentence here .\nAnd another one .\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"c\.txt: at least two non-empty documents"):
-        make_examples(wikitext.tok, f, tmp_path / "p", cls_id=2, sep_id=3, progress=False)
-    stats = make_examples(wikitext.tok, f, tmp_path / "p", cls_id=2, sep_id=3, format="doc_sentences",
-                          progress=False)
+        make_examples(wikitext.tok, f, tmp_path / "p", pairs(), seed=1234, cls_id=2, sep_id=3, progress=False)
+    stats = make_examples(wikitext.tok, f, tmp_path / "p", pairs(format="doc_sentences"), seed=1234, cls_id=2,
+                          sep_id=3, progress=False)
     assert stats["n_examples"] == 1
 
 
-def test_bad_settings_are_refused_before_any_work(wikitext, tmp_path):
-    for kw, match in [({"format": "pairs"}, "format='pairs'"), ({"max_seq_length": 4}, "max_seq_length=4"),
-                      ({"dupe_factor": 0}, "dupe_factor=0"), ({"num_workers": 0}, "num_workers=0"),
-                      ({"cls_id": 9000}, "cls_id=9000")]:
-        args = {"cls_id": 2, "sep_id": 3, **kw}
-        with pytest.raises(LabError, match=match):
-            make_examples(wikitext.tok, wikitext.text, tmp_path / "p", progress=False, **args)
+@pytest.mark.parametrize("change, message", [
+    ({"format": "pairs"}, "pairs.format='pairs' is not allowed: expected one of nsp_pairs"),
+    ({"max_seq_length": 4}, "pairs.max_seq_length=4 is not allowed: expected an integer >= 5"),
+    ({"short_seq_prob": float("nan")}, "pairs.short_seq_prob=nan is not allowed: expected a probability in [0, 1]"),
+    ({"dupe_factor": 0}, "pairs.dupe_factor=0 is not allowed: expected an integer >= 1"),
+])
+def test_bad_settings_cannot_be_made(change, message):
+    """The settings check themselves when made, so make_examples never sees bad ones."""
+    with pytest.raises(ConfigError) as e:
+        pairs(**change)
+    assert str(e.value).startswith(message), e.value
+
+
+def test_bad_special_ids_are_refused_before_any_work(wikitext, tmp_path):
+    with pytest.raises(LabError, match="cls_id=9000"):
+        make_examples(wikitext.tok, wikitext.text, tmp_path / "p", pairs(), seed=1234, cls_id=9000, sep_id=3,
+                      progress=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -395,7 +421,7 @@ def test_out_of_vocabulary_id_is_refused(tmp_path):
 def test_failed_write_leaves_no_partial_output(tmp_path, monkeypatch):
     corpus = synthetic_corpus(tmp_path / "c")
     out = tmp_path / "pairs"
-    kw = dict(cls_id=CLS, sep_id=SEP, max_seq_length=64, shard_tokens=300, progress=False)
+    kw = dict(pairs=pairs(max_seq_length=64, shard_tokens=300), cls_id=CLS, sep_id=SEP, progress=False)
 
     real_save = np.save
     calls = {"n": 0}

@@ -18,6 +18,7 @@ from pipeline.data.shards import PairsDataset
 from pipeline.model.config import IGNORE_INDEX
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.data.wordpiece import train_wordpiece
+from pipeline.settings import PairsSettings
 
 MAX_LEN = 32
 _TOK = {}
@@ -58,9 +59,9 @@ def test_pipeline_invariants_on_arbitrary_text(docs, fmt, seed):
             return
         train = root / "corpus" / "train.txt"
         try:
-            make_examples(tok, train, root / "pairs", cls_id=ids["cls"], sep_id=ids["sep"], format=fmt,
-                          max_seq_length=MAX_LEN, short_seq_prob=0.2, dupe_factor=2, seed=seed, shard_tokens=50,
-                          num_workers=1, progress=False)
+            make_examples(tok, train, root / "pairs", PairsSettings(format=fmt, max_seq_length=MAX_LEN, short_seq_prob=0.2,
+                                                                    dupe_factor=2, shard_tokens=50),
+                          seed=seed, cls_id=ids["cls"], sep_id=ids["sep"], num_workers=1, progress=False)
         except DataError as e:  # a clear refusal naming the file (e.g. every document tokenizes to nothing)
             assert str(e).startswith(f"{train}: "), e
             assert not (root / "pairs").exists()

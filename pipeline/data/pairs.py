@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import hashlib
 import multiprocessing
 import os
@@ -70,12 +71,12 @@ from tqdm.auto import tqdm
 
 from omegaconf import DictConfig
 
-from pipeline.config import check_pairs
 from pipeline.data.encoded import EncodedCorpus, encode_corpus
 from pipeline.data.shards import PART_FILE, merge_parts, shard_stem, write_meta
 from pipeline.data.tokenizer import load_tokenizer, special_ids
-from pipeline.errors import ConfigError, DataError
+from pipeline.errors import DataError
 from pipeline.io import atomic_dir, write_json
+from pipeline.settings import PairsSettings, RuntimeSettings
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -304,11 +305,9 @@ def _shard_job(job: dict) -> dict:
     }
 
 
-def write_examples(corpus: EncodedCorpus, out_dir: str | Path, *, cls_id: int, sep_id: int, format: str = "nsp_pairs",
-                   max_seq_length: int = 128, short_seq_prob: float = 0.1, dupe_factor: int = 1, seed: int = 12345,
-                   shard_tokens: int = 250_000, num_workers: int = 1, progress: bool = True,
-                   run_info: dict | None = None) -> dict:
-    """Generate the examples of ``corpus`` and store them as shards in ``out_dir``.
+def write_examples(corpus: EncodedCorpus, out_dir: str | Path, pairs: PairsSettings, *, seed: int, cls_id: int,
+                   sep_id: int, num_workers: int = 1, progress: bool = True, run_info: dict | None = None) -> dict:
+    """Generate the examples of ``corpus`` by the ``pairs`` settings and store them as shards in ``out_dir``.
 
     Layout of ``out_dir`` (replaced as a whole, never left half-written):
 
@@ -320,14 +319,17 @@ def write_examples(corpus: EncodedCorpus, out_dir: str | Path, *, cls_id: int, s
     Returns the stats that are also stored in ``meta.json``. ``run_info``, if
     given, receives how the run went (seconds, workers, each worker's peak RSS).
     """
-    check_pairs(format, max_seq_length, short_seq_prob, dupe_factor, shard_tokens, num_workers)
-    _check_corpus(corpus, str(corpus.folder), format, cls_id, sep_id)
+    _check_corpus(corpus, str(corpus.folder), pairs.format, cls_id, sep_id)
     with atomic_dir(out_dir) as tmp:
         return _write_examples_into(tmp, corpus, cls_id=cls_id, sep_id=sep_id, num_workers=num_workers,
                                     progress=progress, run_info=run_info, name=Path(out_dir).name,
-                                    settings={"format": format, "max_seq_length": max_seq_length,
-                                              "short_seq_prob": short_seq_prob, "dupe_factor": dupe_factor,
-                                              "seed": seed, "shard_tokens": shard_tokens})
+                                    settings=job_settings(pairs, seed))
+
+
+def job_settings(pairs: PairsSettings, seed: int) -> dict:
+    """What every shard job is made with, as ``meta.json`` records it: the ``pairs`` settings and the seed."""
+    return {"format": pairs.format, "max_seq_length": pairs.max_seq_length, "short_seq_prob": pairs.short_seq_prob,
+            "dupe_factor": pairs.dupe_factor, "seed": seed, "shard_tokens": pairs.shard_tokens}
 
 
 @contextlib.contextmanager
@@ -386,27 +388,23 @@ def _write_examples_into(folder: Path, corpus: EncodedCorpus, *, cls_id: int, se
     return write_meta(folder, summary, shards, results, settings, cls_id, sep_id)
 
 
-def make_examples(tok, text_path: str | Path, out_dir: str | Path, *, cls_id: int, sep_id: int,
-                  num_workers: int = 1, progress: bool = True, run_info: dict | None = None,
-                  part: tuple[int, int] | None = None, **settings) -> dict:
+def make_examples(tok, text_path: str | Path, out_dir: str | Path, pairs: PairsSettings, *, seed: int, cls_id: int,
+                  sep_id: int, num_workers: int = 1, progress: bool = True, run_info: dict | None = None,
+                  part: tuple[int, int] | None = None) -> dict:
     """Tokenize a corpus file and write its examples into ``out_dir`` (the encoded corpus in ``out_dir/corpus``).
 
-    ``settings`` are those of ``write_examples``. ``out_dir`` appears complete or not at all.
+    ``out_dir`` appears complete or not at all (as ``write_examples``'s).
     ``part=(i, n)``: this machine's share of the shards, for ``merge_parts`` to join.
     """
-    settings = {"format": "nsp_pairs", "max_seq_length": 128, "short_seq_prob": 0.1, "dupe_factor": 1,
-                "seed": 12345, "shard_tokens": 250_000, **settings}
-    check_pairs(settings["format"], settings["max_seq_length"], settings["short_seq_prob"],
-                settings["dupe_factor"], settings["shard_tokens"], num_workers)
     # Workers are forked before the tokenizer starts its threads (forking after that is unsafe for it).
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(_new_pool(num_workers)) if num_workers > 1 else None
         tmp = stack.enter_context(atomic_dir(out_dir))
         corpus = encode_corpus(tok, text_path, tmp / "corpus", progress=progress)
-        _check_corpus(corpus, str(text_path), settings["format"], cls_id, sep_id)
+        _check_corpus(corpus, str(text_path), pairs.format, cls_id, sep_id)
         return _write_examples_into(tmp, corpus, cls_id=cls_id, sep_id=sep_id, num_workers=num_workers,
                                     progress=progress, run_info=run_info, name=Path(out_dir).name,
-                                    settings=settings, pool=pool, part=part)
+                                    settings=job_settings(pairs, seed), pool=pool, part=part)
 
 
 SPLITS = ("train", "valid")
@@ -425,9 +423,8 @@ def run(cfg: DictConfig) -> dict:
     then joins the N shares into the output, the same bytes as one machine's run.
     """
     out = Path(cfg.paths.pairs)
-    parts, part = cfg.runtime.get("parts", 1), cfg.runtime.get("part")
-    if part is not None and not (isinstance(part, int) and 0 <= part < parts):
-        raise ConfigError(f"runtime.part={part!r} is not allowed: expected an integer in [0, runtime.parts={parts})")
+    pairs, runtime = PairsSettings.read(cfg.pairs), RuntimeSettings.read(cfg.runtime)
+    parts, part = runtime.parts, runtime.part
     if parts > 1 and part is None:  # join the machines' shares
         with atomic_dir(out) as tmp:
             stats = {split: merge_parts([part_dir(out, i, parts) / split for i in range(parts)], tmp / split)
@@ -438,17 +435,15 @@ def run(cfg: DictConfig) -> dict:
         return stats
     tok = load_tokenizer(cfg.paths.tokenizer)
     ids = special_ids(tok)
-    p = cfg.pairs
-    workers = cfg.runtime.get("num_workers") or len(os.sched_getaffinity(0))  # null: every core we may use
+    workers = runtime.num_workers or len(os.sched_getaffinity(0))  # null: every core we may use
     share = (part, parts) if parts > 1 else None
     stats = {}
     with atomic_dir(part_dir(out, part, parts) if share else out) as tmp:
         for i, split in enumerate(SPLITS):
             stats[split] = make_examples(
-                tok, Path(cfg.paths.corpus) / f"{split}.txt", tmp / split, cls_id=ids["cls"], sep_id=ids["sep"],
-                format=p.format, max_seq_length=p.max_seq_length, short_seq_prob=p.short_seq_prob,
-                dupe_factor=p.dupe_factor if split == "train" else 1, seed=cfg.seed + i,
-                shard_tokens=p.shard_tokens, num_workers=workers, progress=cfg.runtime.progress, part=share)
+                tok, Path(cfg.paths.corpus) / f"{split}.txt", tmp / split,
+                pairs if split == "train" else dataclasses.replace(pairs, dupe_factor=1), seed=cfg.seed + i,
+                cls_id=ids["cls"], sep_id=ids["sep"], num_workers=workers, progress=runtime.progress, part=share)
     if not share:
         write_json(Path(cfg.paths.metrics) / "pairs.json", stats)
     return stats

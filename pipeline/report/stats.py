@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from pipeline.config import check_confidence
+from pipeline.settings import CONFIDENCE
 
 VERDICTS = ("better", "worse", "inconclusive")
 ONE_RUN = "inconclusive (one run each)"
@@ -78,7 +78,7 @@ def compare(a: Sequence[float], b: Sequence[float], *, test: str = "welch", conf
     runs, in the same order: two modes of one model) or ``fixed`` (``b`` is one
     deterministic number). ``runs``: the fine-tuning runs behind each side, for the record.
     """
-    check_confidence(confidence)
+    CONFIDENCE.check("report.confidence", confidence)
     a, b = np.asarray(a, float), np.asarray(b, float)
     alpha = 1 - confidence
     out = {"diff": round(float(a.mean() - b.mean()), 6), "low": None, "high": None, "p": None,
