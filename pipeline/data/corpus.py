@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, write_json
+from pipeline.settings import CorpusSettings, RuntimeSettings
 
 
 @dataclass
@@ -280,8 +281,9 @@ def prepare_corpus(documents: Iterable[Document], out_dir: str | Path, *, valid_
 
 def run(cfg: DictConfig) -> dict:
     """The stage: the configured source's documents -> ``paths.corpus``, statistics -> ``metrics/corpus.json``."""
-    documents = instantiate(cfg.corpus.source, _convert_="all")
-    stats = prepare_corpus(documents, cfg.paths.corpus, valid_fraction=cfg.corpus.valid_fraction,
-                           seed=cfg.seed, name=cfg.corpus.name, progress=cfg.runtime.progress)
+    corpus, runtime = CorpusSettings.read(cfg.corpus), RuntimeSettings.read(cfg.runtime)
+    documents = instantiate(corpus.source, _convert_="all")
+    stats = prepare_corpus(documents, cfg.paths.corpus, valid_fraction=corpus.valid_fraction, seed=cfg.seed,
+                           name=corpus.name, progress=runtime.progress)
     write_json(Path(cfg.paths.metrics) / "corpus.json", stats)
     return stats

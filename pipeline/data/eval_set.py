@@ -39,6 +39,7 @@ from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.errors import ConfigError, DataError
 from pipeline.io import atomic_dir, read_versioned
 from pipeline.model.config import IGNORE_INDEX
+from pipeline.settings import EvalSetSettings, RuntimeSettings
 
 FORMAT_VERSION = 1
 KINDS = ("masked", "replaced", "unchanged")  # what the masked LM sees at a scored position (kind 0, 1, 2)
@@ -163,7 +164,7 @@ def score_floors(tables: NgramTables, arrays: dict[str, np.ndarray], mask_id: in
 
 def settings(cfg: DictConfig) -> EvalSetConfig:
     """The ``eval_set`` settings; the seed is the pipeline's ``seed`` (the set is drawn once per seed)."""
-    return EvalSetConfig(**{k: v for k, v in cfg.eval_set.items()}, seed=int(cfg.seed))
+    return EvalSetConfig(**asdict(EvalSetSettings.read(cfg.eval_set)), seed=int(cfg.seed))
 
 
 def run(cfg: DictConfig) -> dict:
@@ -176,6 +177,7 @@ def run(cfg: DictConfig) -> dict:
     arrays = build(PairsDataset(pairs / "valid"), config, mask_id=ids["mask"], cls_id=ids["cls"],
                    sep_id=ids["sep"], vocab_size=tok.get_vocab_size())
     tables = NgramTables.count(PairsDataset(pairs / "train"), tok.get_vocab_size(),
-                               special=[ids[k] for k in ("pad", "cls", "sep", "mask")], progress=cfg.runtime.progress)
+                               special=[ids[k] for k in ("pad", "cls", "sep", "mask")],
+                               progress=RuntimeSettings.read(cfg.runtime).progress)
     return write(cfg.paths.eval_set, arrays, config, pairs / "valid", score_floors(tables, arrays, ids["mask"]),
                  tables.n_counted)

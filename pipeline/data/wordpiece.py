@@ -18,6 +18,7 @@ from pipeline.data.tokenizer import (SPECIAL_TOKENS, UNK, add_bert_template, loa
                                      save_tokenizer, tokenizer_settings)
 from pipeline.errors import DataError
 from pipeline.io import write_json
+from pipeline.settings import RuntimeSettings, TokenizerSettings
 
 
 def alphabet(tok: Tokenizer, sentences: Iterable[str], limit: int) -> list[str]:
@@ -87,8 +88,8 @@ def tokenizer_stats(tok: Tokenizer, documents: Iterable[list[str]]) -> dict:
 def run(cfg: DictConfig) -> dict:
     """The stage: ``paths.corpus``'s train split -> a vocabulary in ``paths.tokenizer``, fit statistics on valid."""
     corpus = Path(cfg.paths.corpus)
-    t = cfg.tokenizer
-    if t.get("from_folder"):
+    t, runtime = TokenizerSettings.read(cfg.tokenizer), RuntimeSettings.read(cfg.runtime)
+    if t.from_folder:
         # A published vocabulary (e.g. a local bert-base-uncased), to pretrain from its weights.
         tok = load_tokenizer(t.from_folder)
         lowercase, strip_accents = tokenizer_settings(t.from_folder)
@@ -97,7 +98,7 @@ def run(cfg: DictConfig) -> dict:
     else:
         stats = train_wordpiece(Sentences(corpus / "train.txt"), cfg.paths.tokenizer, vocab_size=t.vocab_size,
                                 min_frequency=t.min_frequency, limit_alphabet=t.limit_alphabet,
-                                lowercase=t.lowercase, strip_accents=t.strip_accents, progress=cfg.runtime.progress)
+                                lowercase=t.lowercase, strip_accents=t.strip_accents, progress=runtime.progress)
     stats.update(tokenizer_stats(load_tokenizer(cfg.paths.tokenizer), read_documents(corpus / "valid.txt")))
     write_json(Path(cfg.paths.metrics) / "tokenizer.json", stats)
     return stats

@@ -35,6 +35,7 @@ from pipeline.data.corpus import read_documents
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.finetune.encoders import frozen_encoder
 from pipeline.io import write_json
+from pipeline.settings import CorpusSettings, ProbeSettings
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +171,8 @@ def run(cfg: DictConfig) -> dict:
     """The probe stage: the first pretraining run of every row of the grid -> ``metrics/probe.json``."""
     sentences = corpus_sentences(Path(cfg.paths.corpus) / "valid.txt") + \
         corpus_sentences(Path(cfg.paths.corpus) / "train.txt")
-    words, senses = list(cfg.corpus.probe.words), list(cfg.corpus.probe.senses)
-    p = cfg.probe
+    listed, p = CorpusSettings.read(cfg.corpus).probe, ProbeSettings.read(cfg.probe)
+    words, senses = list(listed.words), list(listed.senses)
     missing = missing_words(sentences, [*words, *senses])
     for w in missing:
         log.warning("corpus.probe: %r does not occur in %s; it is left out", w, cfg.paths.corpus)

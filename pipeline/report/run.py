@@ -15,30 +15,31 @@ from pipeline.io import read_json
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
 from pipeline.report.suites import add_suite, first_task
+from pipeline.settings import GridSettings, ReportSettings
 from pipeline.tracking import check_tracking, record_grid, redact
 
 
 def run(cfg: DictConfig) -> dict:
     check_tracking(cfg)
+    grid, confidence = GridSettings.read(cfg.grid), ReportSettings.read(cfg.report).confidence
     runs = OmegaConf.to_container(cfg.runs, resolve=True)
     suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
-    families, modes = load_families(list(cfg.grid.families)), list(cfg.grid.finetune.modes)
+    families, modes = load_families(list(grid.families)), list(grid.finetune.modes)
     task = first_task(suite) if suite else None
     floors = read_json(Path(cfg.paths.eval_set) / "meta.json")["floors"]  # the eval_set stage's count-based floors
-    res = ablation_results(runs, cfg.grid.name, families, modes, confidence=cfg.report.confidence, task=task,
-                           floors=floors)
+    res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task, floors=floors)
     if suite:
-        res = add_suite(res, runs, suite, families, modes, cfg.report.confidence)
+        res = add_suite(res, runs, suite, families, modes, confidence)
     base = Path(runs[BASELINE]["metrics"])
     ft = base / "finetune.json" if task is None else base / "tasks" / task / "finetune.json"
     write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
                  ft=read_json(ft), out=Path(cfg.paths.reports),
-                 lineage=[["grid", cfg.grid.name], ["code", "the git commit each MLflow run records (tag git_commit)"],
+                 lineage=[["grid", grid.name], ["code", "the git commit each MLflow run records (tag git_commit)"],
                           ["MLflow tracking", redact(cfg.tracking.uri) if cfg.tracking.get("uri")
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
                  probe=read_json(probe) if (probe := Path(cfg.paths.metrics) / "probe.json").exists() else None)
-    record_grid(cfg, cfg.grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
+    record_grid(cfg, grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
                 Path(cfg.paths.reports))
     return res
 
