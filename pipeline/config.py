@@ -18,7 +18,7 @@ from omegaconf.errors import InterpolationResolutionError
 from pipeline.errors import ConfigError, LabError
 from pipeline.model.config import build_config
 from pipeline.settings import Settings, read_groups
-from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
+from pipeline.variants import CONF_DIR, apply_variant, conf_hash, find_variant, register_resolvers
 
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
 
@@ -52,7 +52,8 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
     if model:
         tokenizer = settings.get("tokenizer")
         # model.architecture's own checks, and objective.lm among the ones it trains
-        build_config(model.values(), tokenizer.vocab_size if tokenizer else 1 << 16, objective.lm if objective else None)
+        build_config(model.values(), tokenizer.vocab_size if tokenizer else 1 << 16,
+                     objective.lm if objective else None)
         for key, length in sequence_lengths(settings):
             if length > model.max_position_embeddings:
                 raise ConfigError(f"{key}={length} is not allowed: expected at most model.max_position_embeddings="
@@ -85,10 +86,13 @@ def check_fresh(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:
 
 def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR) -> None:
     """The check_conf stage, before any other stage spends compute: ``params`` composed from conf/ as it is now,
-    and its settings valid."""
+    and its settings valid, with each variant of the grid applied too (its own stages would only find a bad
+    setting of its after the baseline's compute)."""
     cfg = OmegaConf.load(params)
     check_fresh(cfg, conf_dir)
     validate(cfg)
+    for variant in cfg.grid.pretrain if "grid" in cfg else ():
+        validate(apply_variant(OmegaConf.merge(cfg, {"variant": variant}), "pretrain"))
 
 
 def write_params(root: Path = CONF_DIR.parent) -> Path:

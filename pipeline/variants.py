@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import SEED_FREE
+from pipeline.settings import GridSettings
 
 BASELINE = "baseline"
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -100,17 +101,19 @@ def run_modes(cfg: DictConfig, variant: str, pretrain_seed: int) -> list[str]:
     return [m for m in modes if not pretrain_seed or m not in SEED_FREE]
 
 
-def seeds_of(cfg: DictConfig, variant: str) -> int:
+def seeds_of(grid: GridSettings, variant: str) -> int:
     """How many pretraining runs (seeds) the grid gives ``variant``."""
-    return int(cfg.grid.seeds.baseline if variant == BASELINE else cfg.grid.seeds.variants)
+    return grid.seeds.baseline if variant == BASELINE else grid.seeds.variants
 
 
 def grid_runs(cfg: DictConfig) -> dict[str, dict]:
-    """Every pretraining run of the grid, the baseline's first: its variant, seed, settings, modes and folders."""
+    """Every pretraining run of the grid, the baseline's first: its variant, seed, settings, modes and folders
+    (the grid's settings checked first: composing conf/ lists the runs before any stage validates it)."""
+    grid = GridSettings.read(cfg.grid)
     runs = {}
-    for variant in [BASELINE, *cfg.grid.pretrain]:
+    for variant in [BASELINE, *grid.pretrain]:
         overrides = [] if variant == BASELINE else find_variant(cfg, variant)
-        for k in range(seeds_of(cfg, variant)):
+        for k in range(seeds_of(grid, variant)):
             runs[run_name(variant, k)] = {"variant": variant, "pretrain_seed": k, "set": overrides,
                                           "modes": run_modes(cfg, variant, k),
                                           **run_paths(variant, k, overrides, cfg.paths)}
