@@ -25,8 +25,9 @@ from pipeline.model.config import config_class
 from pipeline.optim import OPTIMIZERS, SCHEDULES
 from pipeline.pretrain.objectives import LM_OBJECTIVES
 from pipeline.report.specs import check_families
-from pipeline.values import (BETAS, BOOL, DURATION, MAPPING, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT,
-                             PROBABILITY, TEXT, Kind, distinct, integer, is_int, list_of, number, one_of, shown)
+from pipeline.values import (BETAS, BOOL, DURATION, FINITE, MAPPING, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE,
+                             POSITIVE_INT, PROBABILITY, TEXT, Kind, distinct, integer, is_int, list_of, number, one_of,
+                             shown)
 
 # Lightning's precision names (lightning.fabric.connector._PRECISION_INPUT; a test keeps them the same).
 PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
@@ -250,6 +251,11 @@ class ModelSettings(Settings):
                               f"expected one of {', '.join(sorted((*cls.COMMON, *own)))}")
         return cls(**{k: node[k] for k in cls.COMMON}, shape={k: v for k, v in node.items() if k not in cls.COMMON},
                    key=at)
+
+    def check(self, key: str) -> None:
+        for name, value in self.shape.items():  # their ranges are the architecture's config's to check
+            if isinstance(value, float):
+                FINITE.check(f"{key}.{name}", value)
 
     def values(self) -> dict:
         """The settings as the model's config takes them (``pipeline.model.config.build_config``)."""

@@ -59,8 +59,9 @@ def test_pipeline_invariants_on_arbitrary_text(docs, fmt, seed):
             return
         train = root / "corpus" / "train.txt"
         try:
-            make_examples(tok, train, root / "pairs", PairsSettings(format=fmt, max_seq_length=MAX_LEN, short_seq_prob=0.2,
-                                                                    dupe_factor=2, shard_tokens=50),
+            pairs = PairsSettings(format=fmt, max_seq_length=MAX_LEN, short_seq_prob=0.2, dupe_factor=2,
+                                  shard_tokens=50)
+            make_examples(tok, train, root / "pairs", pairs,
                           seed=seed, cls_id=ids["cls"], sep_id=ids["sep"], num_workers=1, progress=False)
         except DataError as e:  # a clear refusal naming the file (e.g. every document tokenizes to nothing)
             assert str(e).startswith(f"{train}: "), e
