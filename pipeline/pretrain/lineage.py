@@ -64,16 +64,22 @@ class StaticPretraining(PretrainingModule):
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The hidden piece from its clean window, as each kind was trained: CBOW scores each piece's context
         vector against the mean of the window's word vectors; skip-gram each piece's word vector against the
-        window's context vectors (the sum of the log-odds it was trained on). A softmax over those scores gives
-        the loss; it is not what word2vec optimised, so only the accuracy compares."""
+        window's context vectors (the mean of the log-odds it was trained on). Negative sampling trains those
+        log-odds towards log p(piece | window) / (k q(piece)), q the noise distribution, so log q is added back:
+        without it a piece never seen in training (log-odds 0, never pushed down as noise) outranks every real
+        one. A softmax over the scores gives the loss; it is not what word2vec optimised, so only the accuracy
+        compares."""
         m, ids, w = self.model, batch["input_ids"], self.model.config.window
         ok = context_windows(_text(batch, self.cls_id, self.sep_id), w)[..., None]    # (B, T, 2w, 1)
+        n = ok.sum(2).clamp(min=1)                                                       # (B, T, 1)
         scored = batch["kind"] >= 0
         if m.config.kind == "cbow":
-            h = (m.embeddings(shifted(ids, w)) * ok).sum(2) / ok.sum(2).clamp(min=1)  # (B, T, d)
+            h = (m.embeddings(shifted(ids, w)) * ok).sum(2) / n                          # (B, T, d)
             logits = h[scored] @ m.context.weight.T
         else:
-            logits = (m.context(shifted(ids, w)) * ok).sum(2)[scored] @ m.embeddings.weight.T
+            logits = ((m.context(shifted(ids, w)) * ok).sum(2) / n)[scored] @ m.embeddings.weight.T
+        log_q = self.noise.to(logits.device).clamp(min=1e-30).log()                      # never drawn: ~ -69
+        return self.scored_from_logits(logits + log_q, ids[scored])
         return self.scored_from_logits(logits, ids[scored])
 
 
