@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from pipeline.errors import ConfigError
+from pipeline.values import is_number
 
 # Names as Hugging Face spells them in config.json (``pipeline.model.bert.ACTIVATIONS`` maps them to functions).
 # "gelu" is the exact erf GELU of the original BERT; "gelu_new" the tanh approximation of GPT.
@@ -24,11 +25,10 @@ IGNORE_INDEX = -100  # the label of a position that is not predicted (cross-entr
 
 
 def _positive_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return isinstance(v, int) and is_number(v) and v > 0
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+_number = is_number  # the lab's one test of a number: NaN and infinities are refused (pipeline.values)
 
 
 def _refuse(key: str, value, expected: str):
