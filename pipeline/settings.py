@@ -444,6 +444,25 @@ class ProbeSettings(Settings):
     random_pairs: int = setting(POSITIVE_INT)
 
 
+PLL_KINDS = ("token", "word")  # zero_shot.pll: Salazar et al.'s PLL, or Kauf & Ivanova's PLL-word-l2r
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotSettings(Settings):
+    """BLiMP scored zero-shot (``pipeline.zero_shot``); ``data`` null: not configured, the stages score nothing."""
+    KEY = "zero_shot"
+    data: str | None = setting(TEXT.or_null(" (not configured: nothing is scored)"))
+    published: str | None = setting(TEXT.or_null(" (no published numbers beside ours)"))
+    paradigms: tuple[str, ...] | None = setting(
+        list_of(TEXT, "a non-empty list of paradigm names (UIDs)").or_null(" (all in zero_shot.data)"))
+    pairs: int | None = setting(POSITIVE_INT.or_null(" (all of each paradigm)"))
+    pll: str = setting(one_of(PLL_KINDS))
+    max_pieces: int | None = setting(integer(3, expected="an integer >= 3 ([CLS], one piece, [SEP])").or_null(
+        " (the model's positions)"))
+    ngram_order: int = setting(POSITIVE_INT)
+    batch_size: int = setting(POSITIVE_INT)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrackingSettings(Settings):
     KEY = "tracking"
@@ -496,7 +515,7 @@ GROUPS: dict[str, type[Settings]] = {
     "eval_set": EvalSetSettings, "masking": MaskingSettings, "objective": ObjectiveSettings, "model": ModelSettings,
     "optim": OptimSettings, "trainer": TrainerSettings, "finetune": FinetuneSettings, "task": TaskSettings,
     "suite": SuiteSettings, "grid": GridSettings, "report": ReportSettings, "probe": ProbeSettings,
-    "tracking": TrackingSettings, "runtime": RuntimeSettings}
+    "zero_shot": ZeroShotSettings, "tracking": TrackingSettings, "runtime": RuntimeSettings}
 
 
 def read_groups(cfg: Mapping[str, Any]) -> dict[str, Settings]:

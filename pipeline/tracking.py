@@ -295,3 +295,20 @@ def record_grid(cfg: DictConfig, grid: str, metrics: Mapping[str, float], childr
 
 def metric_history(client, run_id: str, key: str) -> list[tuple[int, float]]:
     return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+def log_to_run(cfg: DictConfig, run_id: str, metrics: Mapping[str, float]) -> bool:
+    """``metrics`` added to an existing run (a later stage's measures of a pretraining run, such as its zero-shot
+    scores), so `mlflow ui` shows them beside its training curves; False (nothing logged) where the store does not
+    hold the run."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    if not known_run(cfg, run_id):
+        return False
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+    client = MlflowClient(tracking_uri(cfg))
+    for i in range(0, len(items), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=items[i:i + 1000])
+    return True

@@ -51,6 +51,8 @@ STAGE_OUTPUTS = {
     "pretrain": ("pretrain", "metrics", "plots"),
     "finetune": ("metrics",),
     "probe": ("metrics",),
+    "zero_shot": ("metrics",),
+    "zero_shot_floor": ("metrics",),
     "report": ("reports",),
 }
 _MISSING = object()
@@ -294,9 +296,11 @@ def _apply_run(cfg: DictConfig, stage: str) -> DictConfig:
     elif stage == "finetune":
         overrides = [*overrides, f"finetune.modes={run_modes(cfg, variant, k)}"]
         paths = {"pretrain": at["pretrain"], "metrics": at["metrics"]}
+    elif stage == "zero_shot":
+        paths = {"pretrain": at["pretrain"], "metrics": at["metrics"]}
     else:
-        raise ConfigError(f"variant={variant}: the {stage} stage has no variants (only make_pairs, pretrain and "
-                          "finetune do); run it without variant=")
+        raise ConfigError(f"variant={variant}: the {stage} stage has no variants (only make_pairs, pretrain, "
+                          "finetune and zero_shot do); run it without variant=")
     return OmegaConf.merge(with_overrides(cfg, variant, overrides), {"paths": paths})
 
 

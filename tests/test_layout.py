@@ -94,7 +94,7 @@ def test_only_the_stage_run_modules_and_the_plumbing_read_the_config():
         "pipeline/config.py", "pipeline/stage.py", "pipeline/variants.py", "pipeline/tracking.py",
         "pipeline/data/corpus.py", "pipeline/data/wordpiece.py", "pipeline/data/pairs.py", "pipeline/data/eval_set.py",
         "pipeline/pretrain/run.py", "pipeline/finetune/run.py", "pipeline/report/run.py",
-        "pipeline/report/probe.py"}
+        "pipeline/report/probe.py", "pipeline/zero_shot/run.py", "pipeline/zero_shot/floor.py"}
 
 
 def test_readme_layout_names_every_folder_and_module_that_exists():

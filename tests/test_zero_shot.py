@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from tokenizers import Tokenizer, models
 
 from conftest import ROOT, TINY_BERT, shared_data, tiny_export
+from pipeline.config import compose, validate
 from pipeline.data.tokenizer import (MASK, SPECIAL_TOKENS, UNK, add_bert_template, load_tokenizer, new_tokenizer,
                                      save_tokenizer)
 from pipeline.errors import ConfigError, DataError, MissingFileError
@@ -24,12 +25,14 @@ from pipeline.model.elmo import ElmoLM
 from pipeline.model.folders import save_model
 from pipeline.model.hf import save_hf
 from pipeline.model.static import StaticEmbeddings
+from pipeline.settings import ZeroShotSettings
 from pipeline.zero_shot import ngram_lm
 from pipeline.zero_shot.blimp import (Group, ZeroShotConfig, groups_of, load, percent, read_paradigm,
                                       read_published, summarise)
 from pipeline.zero_shot.ngram_lm import NgramLM
 from pipeline.zero_shot.score import (BiLM, LeftToRight, NgramScorer, NoSentenceScore, PseudoLogLikelihood, encode,
                                       evaluate, folder_scorer, score_folder)
+from pipeline.zero_shot.run import scoring
 
 WORDS = ["the", "a", "dog", "dogs", "cat", "cats", "is", "are", "good", "bad", "runs", "run", "sleeps", "who",
          "saw", "it", "himself", "herself", "she", "he", ".", "?", "un", "##happ", "##ily", "##y", "wal", "##ked",
@@ -401,10 +404,19 @@ def test_a_real_export_scores_a_few_real_paradigms(tmp_path):
     assert 0.0 <= summary["overall"] <= 1.0 and set(summary["field"]) == {"morphology", "syntax"}
 
 
-def test_the_default_settings_file_is_valid():
-    settings = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "zero_shot" / "default.yaml"))
-    config = ZeroShotConfig.of(settings)
-    assert config.pll == "token" and config.pairs is None and config.paradigms is None
+def test_the_default_settings_file_is_valid_and_scores_nothing_until_pointed_at_blimp():
+    node = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "zero_shot" / "default.yaml"))
+    settings = ZeroShotSettings.read(node)
+    assert settings.data is None and settings.pll == "token" and settings.pairs == 100
+    assert scoring(ZeroShotSettings.read({**node, "data": "x"})) == ZeroShotConfig.of({**node, "data": "x"})
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("pairs", 0, "a positive integer"), ("pll", "sentence", "token"), ("max_pieces", 2, ">= 3"),
+    ("paradigms", [], "non-empty list"), ("data", "", "non-empty string")])
+def test_a_bad_zero_shot_setting_fails_at_start_up_naming_it(key, value, allowed):
+    with pytest.raises(ConfigError, match=rf"zero_shot\.{key}=.*{allowed}"):
+        validate(compose([f"zero_shot.{key}={value!r}" if isinstance(value, str) else f"zero_shot.{key}={value}"]))
 
 
 # ----------------------------------------------------------------------------------------------- bad input
@@ -473,3 +485,95 @@ def test_a_bad_setting_names_the_key_and_what_is_allowed(key, value, allowed):
         ZeroShotConfig.of({"data": "x", key: value})
     with pytest.raises(ConfigError, match="zero_shot.pair is not a setting"):
         ZeroShotConfig.of({"data": "x", "pair": 3})
+
+
+# ------------------------------------------------------------------------------------------------ the stages
+
+
+def _blimp_folder(folder):
+    """Two paradigms of two phenomena in two fields, a few pairs each (BLiMP's own sentences)."""
+    write_paradigm(folder, "anaphor_gender_agreement", [("Tom saw himself.", "Tom saw herself."),
+                                                       ("Mary saw herself.", "Mary saw himself."),
+                                                       ("The men saw themselves.", "The men saw himself.")],
+                   field="morphology", term="anaphor_agreement")
+    write_paradigm(folder, "drop_argument", [("The dog ran.", "The dog took."), ("Moses spoke.", "Moses made.")],
+                   field="syntax", term="argument_structure")
+    return folder
+
+
+def _stage_paths(tmp_path, pretrain):
+    return [f"paths.pretrain={pretrain}", f"paths.metrics={tmp_path / 'metrics'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "runtime.progress=false"]
+
+
+def test_the_stage_scores_a_run_writes_its_summary_and_logs_each_phenomenon_on_its_mlflow_run(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from conftest import run_stage
+    from pipeline.io import read_json, write_json
+
+    pretrain = tiny_export(tmp_path)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("bert-lab")).info.run_id
+    write_json(pretrain / "run.json", {"mlflow_run_id": run_id})
+    r = run_stage("zero_shot", *_stage_paths(tmp_path, pretrain), f"zero_shot.data={_blimp_folder(tmp_path / 'b')}",
+                  "zero_shot.pairs=2", "tracking.experiment=bert-lab")
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = read_json(tmp_path / "metrics" / "zero_shot.json")
+    assert summary["configured"] and summary["method"] == "pll" and summary["pairs_per_paradigm"] == 2
+    assert summary["pairs"] == {"anaphor_gender_agreement": 2, "drop_argument": 2}
+    assert set(summary["phenomenon"]) == {"anaphor_agreement", "argument_structure"}
+    assert summary["overall"] == pytest.approx(np.mean(list(summary["paradigm"].values())))
+    logged = client.get_run(run_id).data.metrics
+    assert logged["zero_shot/overall"] == pytest.approx(summary["overall"])
+    assert {k for k in logged if k.startswith("zero_shot/phenomenon/")} == \
+        {"zero_shot/phenomenon/anaphor_agreement", "zero_shot/phenomenon/argument_structure"}
+
+
+def test_without_a_blimp_folder_the_stages_write_that_nothing_was_configured(tmp_path):
+    from conftest import run_stage
+    from pipeline.io import read_json
+
+    for stage, out in (("zero_shot", "zero_shot.json"), ("zero_shot_floor", "zero_shot_floor.json")):
+        r = run_stage(stage, *_stage_paths(tmp_path, tmp_path / "absent"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        summary = read_json(tmp_path / "metrics" / out)
+        assert summary["configured"] is False and "zero_shot.data is null" in summary["reason"]
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda f: f.mkdir(), "no paradigm files"),
+    (lambda f: (f.mkdir(), (f / "p.jsonl").write_text("{not json\n")), "p.jsonl:1: not valid JSON"),
+    (lambda f: write_paradigm(f, "p", [("a b", "b a")], extra={"UID": "q"}), "differs from the file's name"),
+])
+def test_bad_blimp_data_through_the_stage_is_one_line_and_exit_2(tmp_path, make, fragment):
+    from conftest import run_stage
+
+    make(tmp_path / "b")
+    r = run_stage("zero_shot", *_stage_paths(tmp_path, tiny_export(tmp_path)), f"zero_shot.data={tmp_path / 'b'}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith("error: zero_shot: ") and fragment in r.stderr
+    assert not (tmp_path / "metrics" / "zero_shot.json").exists()
+    r = run_stage("zero_shot", *_stage_paths(tmp_path, tiny_export(tmp_path)),
+                  f"zero_shot.data={_blimp_folder(tmp_path / 'good')}", "zero_shot.paradigms=[gamma]")
+    assert r.returncode == 2 and "zero_shot.paradigms: 'gamma' not in" in r.stderr.strip().splitlines()[-1]
+
+
+def test_the_floor_stage_counts_the_pretraining_text_and_scores_the_same_pairs(tmp_path):
+    from conftest import run_stage
+    from pipeline.data.corpus import bible_documents, write_documents
+    from pipeline.data.encoded import encode_corpus
+    from pipeline.io import read_json
+
+    tiny_export(tmp_path)
+    with open(tmp_path / "train.txt", "w", encoding="utf-8") as f:
+        write_documents(list(bible_documents())[:50], f)
+    encode_corpus(load_tokenizer(tmp_path / "tokenizer"), tmp_path / "train.txt", tmp_path / "pairs" / "train" / "corpus",
+                  progress=False)
+    r = run_stage("zero_shot_floor", *_stage_paths(tmp_path, tmp_path / "pretrain"), f"paths.pairs={tmp_path / 'pairs'}",
+                  f"paths.tokenizer={tmp_path / 'tokenizer'}", f"zero_shot.data={_blimp_folder(tmp_path / 'b')}",
+                  "zero_shot.max_pieces=7")
+    assert r.returncode == 0, r.stderr[-2000:]
+    floor = read_json(tmp_path / "metrics" / "zero_shot_floor.json")
+    assert floor["method"] == "ngram" and floor["order"] == 3 and floor["max_pieces"] == 7
+    assert floor["excluded_total"] > 0 and 0 <= floor["overall"] <= 1

@@ -24,10 +24,10 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from pipeline.errors import ConfigError, DataError, MissingFileError
+from pipeline.settings import PLL_KINDS
 
 KEYS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID", "pairID")
 SHARED = ("UID", "field", "linguistics_term")  # the same on every line of one paradigm
-PLL_KINDS = ("token", "word")  # zero_shot.pll: Salazar et al.'s PLL, or Kauf & Ivanova's word-level PLL-word-l2r
 PUBLISHED_MODELS = ("ngram", "lstm", "txl", "gpt2")  # the columns of the authors' models_summary.jsonl
 
 

@@ -1,0 +1,46 @@
+"""The zero_shot_floor stage: the count-based floor of BLiMP, once per grid -> ``metrics/zero_shot_floor.json``.
+
+An interpolated Kneser-Ney n-gram LM (``pipeline.zero_shot.ngram_lm``) counted on the baseline's pretraining text
+(``<paths.pairs>/train/corpus``, the pieces every run read) scores the same pairs as the models: those whose
+sentences fit the model's positions (and ``zero_shot.max_pieces``), so each row and its floor read one set of pairs.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from pipeline.data.tokenizer import CLS, load_tokenizer
+from pipeline.io import write_json
+from pipeline.settings import ModelSettings, RuntimeSettings, ZeroShotSettings
+from pipeline.zero_shot.blimp import load
+from pipeline.zero_shot.run import NOT_CONFIGURED, not_configured
+from pipeline.zero_shot.score import evaluate, ngram_scorer
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: DictConfig) -> dict:
+    """Count the n-gram LM on ``paths.pairs``'s training text and score BLiMP with it."""
+    settings = ZeroShotSettings.read(cfg.zero_shot)
+    out = Path(cfg.paths.metrics) / "zero_shot_floor.json"
+    if settings.data is None:
+        log.info(NOT_CONFIGURED)
+        write_json(out, not_configured())
+        return not_configured()
+    start = time.perf_counter()
+    paradigms = load(settings.data, settings.paradigms, settings.pairs)  # bad data fails before counting
+    tok = load_tokenizer(cfg.paths.tokenizer)
+    progress = RuntimeSettings.read(cfg.runtime).progress
+    scorer = ngram_scorer(Path(cfg.paths.pairs) / "train" / "corpus", tok.token_to_id(CLS),
+                          order=settings.ngram_order, progress=progress)
+    positions = ModelSettings.read(cfg.model).max_position_embeddings
+    limit = min(positions, settings.max_pieces or positions)
+    summary = evaluate(scorer, tok, paradigms, max_pieces=limit, progress=progress).summary()
+    summary.update(configured=True, order=settings.ngram_order, pairs_per_paradigm=settings.pairs,
+                   max_pieces=limit, seconds=round(time.perf_counter() - start, 1))
+    log.info("zero_shot_floor: the %d-gram LM at %.1f%% overall", settings.ngram_order, 100 * summary["overall"])
+    write_json(out, summary)
+    return summary

@@ -1,0 +1,68 @@
+"""The zero_shot stage: one pretraining run's export scored on BLiMP -> ``<metrics>/zero_shot.json``, and its
+accuracies (overall, per field, per phenomenon) added to the run's own MLflow run.
+
+With ``zero_shot.data`` null (the default: BLiMP is not shipped) the stage writes that nothing was configured
+and scores nothing, so `dvc repro` on a machine without BLiMP still reaches the report.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.io import read_json, write_json
+from pipeline.settings import RuntimeSettings, ZeroShotSettings
+from pipeline.tracking import log_to_run
+from pipeline.zero_shot.blimp import ZeroShotConfig
+from pipeline.zero_shot.score import score_folder
+
+log = logging.getLogger(__name__)
+
+NOT_CONFIGURED = ("zero_shot.data is null: no BLiMP folder configured, nothing scored (point it at a copy of "
+                  "BLiMP's data/ folder: docs/zero_shot.md)")
+PREFIX = "zero_shot"  # MLflow metric names: zero_shot/overall, zero_shot/field/<f>, zero_shot/phenomenon/<p>
+
+
+def scoring(settings: ZeroShotSettings) -> ZeroShotConfig:
+    """The scorer's settings of a configured ``zero_shot`` group."""
+    return ZeroShotConfig(data=settings.data, published=settings.published, paradigms=settings.paradigms,
+                          pairs=settings.pairs, pll=settings.pll, max_pieces=settings.max_pieces,
+                          ngram_order=settings.ngram_order, batch_size=settings.batch_size)
+
+
+def not_configured() -> dict[str, Any]:
+    return {"configured": False, "reason": NOT_CONFIGURED, "scored": False, "overall": None}
+
+
+def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """A scored summary's accuracies as MLflow metrics (fractions; groups with no scored pair left out)."""
+    out = {f"{PREFIX}/overall": summary["overall"]}
+    for part in ("field", "phenomenon"):
+        out.update({f"{PREFIX}/{part}/{name}": v for name, v in summary[part].items()})
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def run(cfg: DictConfig) -> dict:
+    """Score ``paths.pretrain``'s export on BLiMP under the ``zero_shot`` settings."""
+    settings = ZeroShotSettings.read(cfg.zero_shot)
+    out = Path(cfg.paths.metrics) / "zero_shot.json"
+    if settings.data is None:
+        log.info(NOT_CONFIGURED)
+        write_json(out, not_configured())
+        return not_configured()
+    start = time.perf_counter()
+    summary = score_folder(Path(cfg.paths.pretrain) / "hf", scoring(settings),
+                           progress=RuntimeSettings.read(cfg.runtime).progress).summary()
+    summary.update(configured=True, pairs_per_paradigm=settings.pairs,
+                   seconds=round(time.perf_counter() - start, 1))
+    if summary["scored"]:
+        log.info("zero_shot: %.1f%% overall (mean over %d paradigms; %d pairs left out as too long) in %.0f s",
+                 100 * summary["overall"], len(summary["paradigm"]), summary["excluded_total"], summary["seconds"])
+        run_id = read_json(Path(cfg.paths.pretrain) / "run.json").get("mlflow_run_id")
+        if run_id:
+            log_to_run(cfg, run_id, mlflow_metrics(summary))
+    write_json(out, summary)
+    return summary
