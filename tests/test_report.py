@@ -481,3 +481,58 @@ def test_figure_contextuality_counts_layers_in_whole_numbers():
     ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
     assert ticks and all(t == int(t) for t in ticks)
     _assert_honest(fig)
+
+
+PHENOMENA = ("anaphor_agreement", "island_effects")
+BLIMP = {"baseline": 0.60, "ltr": 0.70, "nsp_off_full_sentences": 0.605}  # overall by variant; + 0.01 a seed
+
+
+def _zero_shot(overall: float) -> dict:
+    """A run's zero_shot.json: two paradigms, one per phenomenon, averaging ``overall``."""
+    paradigm = {"p1": overall - 0.05, "p2": overall + 0.05}
+    return {"configured": True, "scored": True, "method": "pll", "overall": overall, "paradigm": paradigm,
+            "phenomenon": dict(zip(PHENOMENA, paradigm.values())), "field": {"syntax": overall},
+            "pairs": {"p1": 10, "p2": 10}, "excluded": {"p1": 0, "p2": 0}, "excluded_total": 0, "unscored": []}
+
+
+def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_papers_numbers(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from pipeline.report.figures import grammar_figure
+
+    m = tmp_path / "metrics"
+    cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
+                   f"paths.plots={tmp_path / 'plots'}", f"paths.variants.plots={tmp_path / 'plots' / 'variants'}",
+                   f"paths.reports={tmp_path / 'reports'}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                   f"paths.eval_set={tmp_path / 'eval_set'}"])
+    write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
+    _floors(tmp_path / "eval_set")
+    for name, run in cfg.runs.items():
+        lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.16)
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))
+        write_json(f"{run.metrics}/finetune.json", _finetune(SCORES[name], run.pretrain_seed))
+        write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
+    write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
+    res = build_report(cfg)
+    zs = res["zero_shot"]
+    objective = next(f for f in zs["families"] if f["name"] == "objective")
+    base, ltr = objective["rows"][0], next(r for r in objective["rows"] if r["name"] == "ltr")
+    assert base["overall"]["units"] == [0.6, 0.61] and base["overall"]["low"] < 0.605 < base["overall"]["high"]
+    assert base["vs"] is None and base["vs_floor"]["test"].startswith("one-sample")
+    assert ltr["vs_row"] == base["label"] and ltr["vs"]["verdict"] == "better" and ltr["vs"]["test"].startswith("t-test")
+    assert set(base["phenomenon"]) == set(PHENOMENA)
+    summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
+    assert summary["baseline"]["blimp_overall"] == pytest.approx(0.605) and summary["floors"]["blimp_ngram"] == 0.55
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert "## Zero-shot grammar (BLiMP)" in md and "GPT-2 83.0" in md and "human 88.6" in md
+    assert "n-gram floor (3-gram)" in md and (tmp_path / "reports" / "figures" / "blimp_objective.png").exists()
+    fig = grammar_figure(objective, zs["floor"], "Objective")
+    _assert_honest(fig)
+    names = [t.get_text() for t in fig.axes[0].texts]
+    assert "chance 50.0%" in names and "n-gram floor 55.0% overall" in names
+    plt.close(fig)
+
+
+def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
+    reports, res = report
+    assert res["zero_shot"]["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()

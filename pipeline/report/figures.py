@@ -239,3 +239,32 @@ def contextuality_figure(probe: dict):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def grammar_figure(fam: dict, floor: dict | None, title: str):
+    """BLiMP per phenomenon: each row's mean over its pretraining runs (a dot with its interval), the n-gram floor
+    per phenomenon (grey crosses), chance (50%) and the floor's overall score as named lines."""
+    phenomena = sorted({p for r in fam["rows"] for p in r["phenomenon"]})
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    n = max(1, len(fam["rows"]))
+    for i, r in enumerate(fam["rows"]):
+        xs = [j + (i - (n - 1) / 2) * 0.6 / n for j in range(len(phenomena))]
+        _dots(ax, xs, [r["phenomenon"].get(p) for p in phenomena], 100, COLORS[i % len(COLORS)],
+              f"{r['label']} ({100 * r['overall']['mean']:.1f}% overall)")
+    references = [("chance 50.0%", 50.0)]
+    if floor:
+        ax.plot(range(len(phenomena)), [100 * floor["phenomenon"].get(p, float("nan")) for p in phenomena], "x",
+                color="#555", markersize=7, label=f"n-gram floor ({floor['order']}-gram Kneser-Ney), per phenomenon")
+        references.append((f"n-gram floor {100 * floor['overall']:.1f}% overall", 100 * floor["overall"]))
+    for name, y in references:
+        ax.axhline(y, **REFERENCE, label=name)
+        ax.annotate(name, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=7, color="#333")
+    ax.set_xticks(range(len(phenomena)))
+    ax.set_xticklabels([p.replace("_", " ") for p in phenomena], rotation=35, ha="right", fontsize=8)
+    ax.set(xlabel="BLiMP phenomenon", ylabel="pairs right (%, mean over paradigms)", ylim=(0, 100),
+           title=f"{title}: BLiMP, zero-shot")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.12, 1), frameon=False)
+    fig.tight_layout()
+    return fig

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.report.figures import (bars_figure, contextuality_figure, curves_figure, fixed_curves_figure, png,
-                                     suite_figure)
+from pipeline.report.figures import (bars_figure, contextuality_figure, curves_figure, fixed_curves_figure,
+                                     grammar_figure, png, suite_figure)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent
 
 
@@ -206,6 +206,46 @@ def polysemy_section(doc: "Doc", probe: dict) -> None:
                       caption=f"'{word}': the occurrence {query}")
 
 
+def grammar_section(doc: "Doc", zs: dict) -> None:
+    """BLiMP, zero-shot: a table per family (overall and every phenomenon per row, the verdicts), the paper's
+    numbers beside them, and a figure per family."""
+    doc.heading("Zero-shot grammar (BLiMP)")
+    floor = zs["floor"]
+    doc.para("Each row scored on BLiMP's minimal pairs with no training: a pair is right when the grammatical "
+             "sentence gets the higher log-likelihood (BERT: pseudo-log-likelihood; a left-to-right LM and ELMo: "
+             "their log-likelihoods). Accuracy is the mean over paradigms; a row's number is the mean over its "
+             "pretraining runs with its 95% interval. Rows are compared with the pretraining run as the unit: "
+             "t-test on per-pretraining-run means, variance pooled over the family's rows; against the n-gram floor "
+             "(one number) by a one-sample t-test." + (
+                 f" Floor: a {floor['order']}-gram Kneser-Ney LM of the pretraining text on the same pairs, "
+                 f"{100 * floor['overall']:.1f}% overall." if floor else ""), cls="note")
+    paper = zs["paper"]
+    doc.para("Published (Warstadt et al., 2020, overall, a word-level 5-gram on Gigaword and LMs trained on far more "
+             "text): " + ", ".join(f"{k} {v:.1f}" for k, v in paper.items()) + ".", cls="note")
+    published = zs.get("published")
+    for fam in zs["families"]:
+        if not fam["rows"]:
+            continue
+        phenomena = sorted({p for r in fam["rows"] for p in r["phenomenon"]})
+        header = ["row", "overall", f"vs {fam['reference_row']}", "vs n-gram floor",
+                  *[p.replace("_", " ") for p in phenomena]]
+        rows = [[r["label"], fixed_cell(r["overall"]), vs("accuracy", r["vs"]), vs("accuracy", r["vs_floor"]),
+                 *[f"{100 * r['phenomenon'][p]['mean']:.1f}" if r["phenomenon"].get(p) else "—" for p in phenomena]]
+                for r in fam["rows"]]
+        if floor:
+            rows.append([f"n-gram floor ({floor['order']}-gram)", f"{100 * floor['overall']:.1f}", "", "",
+                         *[f"{100 * floor['phenomenon'][p]:.1f}" if floor["phenomenon"].get(p) is not None else "—"
+                           for p in phenomena]])
+        if published:
+            for model, overall in published["overall"].items():
+                rows.append([f"published: {model}", f"{100 * overall:.1f}", "", "",
+                             *[f"{100 * published['phenomenon'][model][p]:.1f}"
+                               if p in published["phenomenon"].get(model, {}) else "—" for p in phenomena]])
+        doc.table(header, rows, caption=f"{fam['title']}: BLiMP accuracy (%), overall and per phenomenon")
+        doc.figure(f"blimp_{fam['name']}.png", grammar_figure(fam, floor, fam["title"]),
+                   f"{fam['title']}: BLiMP accuracy per phenomenon")
+
+
 class Doc:
     """The report written once, as Markdown and as HTML side by side."""
 
@@ -363,6 +403,8 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
     for fam in res["families"]:
         family_section(doc, fam, res)
 
+    if res.get("zero_shot", {}).get("scored"):
+        grammar_section(doc, res["zero_shot"])
     if probe and probe.get("models"):
         polysemy_section(doc, probe)
 

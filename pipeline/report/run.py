@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.io import read_json
+from pipeline.report import grammar
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
 from pipeline.report.suites import add_suite, first_task
@@ -30,6 +31,8 @@ def run(cfg: DictConfig) -> dict:
     res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task, floors=floors)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
+    floor = Path(cfg.paths.metrics) / "zero_shot_floor.json"
+    add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
     base = Path(runs[BASELINE]["metrics"])
     ft = base / "finetune.json" if task is None else base / "tasks" / task / "finetune.json"
     write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
@@ -42,6 +45,16 @@ def run(cfg: DictConfig) -> dict:
     record_grid(cfg, grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
                 Path(cfg.paths.reports))
     return res
+
+
+def add_grammar(res: dict, runs: dict, floor: dict | None, confidence: float) -> None:
+    """BLiMP zero-shot (``pipeline.report.grammar``) into the results, and each row's overall score and the
+    floor's into ``summary.json``."""
+    res["zero_shot"] = grammar.grid_result(res["families"], runs, floor, confidence)
+    for variant, mean in res["zero_shot"]["mean"].items():
+        res["summary"].setdefault(variant, {})["blimp_overall"] = mean
+    if res["zero_shot"]["floor"]:
+        res["summary"].setdefault("floors", {})["blimp_ngram"] = res["zero_shot"]["floor"]["overall"]
 
 
 def grid_metrics(res: dict) -> dict[str, float]:

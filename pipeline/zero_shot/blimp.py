@@ -28,6 +28,9 @@ from pipeline.settings import PLL_KINDS
 
 KEYS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID", "pairID")
 SHARED = ("UID", "field", "linguistics_term")  # the same on every line of one paradigm
+# The paper's overall figures (Warstadt et al., 2020, Table 3: the mean over the 67 paradigms, %), shown beside ours
+# when the authors' per-paradigm files are not configured (zero_shot.published).
+PAPER_OVERALL = {"5-gram": 61.2, "LSTM": 69.8, "Transformer-XL": 69.6, "GPT-2": 83.0, "human": 88.6}
 PUBLISHED_MODELS = ("ngram", "lstm", "txl", "gpt2")  # the columns of the authors' models_summary.jsonl
 
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from pipeline.data.tokenizer import CLS, load_tokenizer
 from pipeline.io import write_json
 from pipeline.settings import ModelSettings, RuntimeSettings, ZeroShotSettings
-from pipeline.zero_shot.blimp import load
+from pipeline.zero_shot.blimp import load, read_published
 from pipeline.zero_shot.run import NOT_CONFIGURED, not_configured
 from pipeline.zero_shot.score import evaluate, ngram_scorer
 
@@ -41,6 +41,9 @@ def run(cfg: DictConfig) -> dict:
     summary = evaluate(scorer, tok, paradigms, max_pieces=limit, progress=progress).summary()
     summary.update(configured=True, order=settings.ngram_order, pairs_per_paradigm=settings.pairs,
                    max_pieces=limit, seconds=round(time.perf_counter() - start, 1))
+    if settings.published:  # the authors' own numbers, carried to the report in a DVC-tracked file
+        published = read_published(settings.published)
+        summary["published"] = {"overall": published.overall, "phenomenon": published.phenomenon}
     log.info("zero_shot_floor: the %d-gram LM at %.1f%% overall", settings.ngram_order, 100 * summary["overall"])
     write_json(out, summary)
     return summary

@@ -1,0 +1,75 @@
+"""Each pretraining row on BLiMP, zero-shot: its overall score and every phenomenon's, the interval over its
+pretraining runs, its verdict against the family's reference and against the n-gram floor.
+
+BLiMP is the same task for every row, so rows are compared here the way they are on the fixed evaluation set
+(``pipeline.report.fixed``), with the pretraining run as the unit: a row's number is the mean over its runs of the
+overall accuracy (the mean over paradigms), rows are tested against the family's reference (or, in a lineage, the
+row above) by the t-test on per-pretraining-run means with the variance pooled over the family's rows, and against
+the floor (one deterministic number) by a one-sample t-test. The floor is a Kneser-Ney n-gram LM of the same
+pretraining text, scored on the same pairs (``pipeline.zero_shot.floor``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from pipeline.io import read_json
+from pipeline.report.fixed import interval
+from pipeline.report.stats import compare, pooled_variance
+from pipeline.zero_shot.blimp import PAPER_OVERALL
+
+
+def read_runs(runs: Mapping[str, Mapping]) -> dict[str, dict]:
+    """Each run's scored zero_shot summary (``<metrics>/zero_shot.json``), by run name; runs not scored are left out."""
+    out = {}
+    for name, run in runs.items():
+        path = Path(run["metrics"]) / "zero_shot.json"
+        summary = read_json(path) if path.exists() else None
+        if summary and summary.get("scored"):
+            out[name] = summary
+    return out
+
+
+def _row(summaries: list[dict], confidence: float, pooled: tuple[float, int] | None) -> dict:
+    phenomena = sorted({p for s in summaries for p in s["phenomenon"]})
+    return {"overall": interval([s["overall"] for s in summaries], confidence, pooled),
+            "phenomenon": {p: interval([s["phenomenon"][p] for s in summaries if s["phenomenon"].get(p) is not None],
+                                       confidence) for p in phenomena},
+            "method": summaries[0]["method"], "excluded": summaries[0]["excluded_total"],
+            "pairs": sum(summaries[0]["pairs"].values())}
+
+
+def family(fam: dict, scored: dict[str, list[dict]], floor: dict | None, confidence: float) -> dict:
+    """One family's rows on BLiMP (the variant rows of ``pipeline.report.results.family_result``)."""
+    previous = fam["reference_row"] == "the row above"  # a lineage
+    rows = [r for r in fam["rows"] if r["kind"] == "variant" and r["ran"] and scored.get(r["name"])]
+    units = {r["name"]: [s["overall"] for s in scored[r["name"]]] for r in rows}
+    pooled = pooled_variance(list(units.values()))
+    out = []
+    for i, r in enumerate(rows):
+        row = {"label": r["label"], "name": r["name"], **_row(scored[r["name"]], confidence, pooled)}
+        other = (rows[i - 1] if i else None) if previous else (rows[0] if i else None)
+        row["vs_row"] = other["label"] if other else None
+        row["vs"] = compare(units[r["name"]], units[other["name"]], test="pooled", pooled=pooled,
+                            confidence=confidence) if other else None
+        row["vs_floor"] = compare(units[r["name"]], [floor["overall"]], test="fixed", confidence=confidence) \
+            if floor else None
+        out.append(row)
+    return {"name": fam["name"], "title": fam["title"], "reference_row": "the row above" if previous else
+            (out[0]["label"] if out else None), "rows": out}
+
+
+def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict | None, confidence: float) -> dict:
+    """BLiMP for the grid: every family's rows, the floor, the paper's numbers; ``scored`` False when nothing
+    was (zero_shot.data not configured)."""
+    summaries = read_runs(runs)
+    scored: dict[str, list[dict]] = {}
+    for name in sorted(summaries, key=lambda n: runs[n].get("pretrain_seed", 0)):
+        scored.setdefault(runs[name].get("variant", name), []).append(summaries[name])
+    floor = floor if floor and floor.get("scored") else None
+    return {"scored": bool(scored), "floor": floor and {k: floor[k] for k in ("overall", "phenomenon", "field",
+                                                                              "order", "excluded_total")},
+            "paper": PAPER_OVERALL, "published": floor.get("published") if floor else None,
+            "families": [family(f, scored, floor, confidence) for f in families if f["kind"] == "variant"],
+            "per_run": {name: s["overall"] for name, s in summaries.items()},
+            "mean": {v: round(sum(s["overall"] for s in ss) / len(ss), 6) for v, ss in scored.items()}}
