@@ -24,9 +24,9 @@ pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
 VARIANTS = ["nsp_off_full_sentences", "ltr", "cbow", "elmo"]  # grid=ci, which experiment=tiny selects
 RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
-RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]
+RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune", "zero_shot") for r in RUNS]
 STAGES = ["check_conf", "prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
-          "eval_set", *RUN_STAGES, "probe", "report"]
+          "eval_set", *RUN_STAGES, "zero_shot_floor", "probe", "report"]
 
 
 def _env(tmp: Path) -> dict:

@@ -135,9 +135,11 @@ class EvalSet:
 
 def write(out: str | Path, arrays: dict[str, np.ndarray], config: EvalSetConfig, source: Path,
           floors: dict[str, dict[str, float]], counted: int) -> dict:
-    """``out/eval_set.npz`` and ``out/meta.json`` (settings, size, the floors), atomically; returns the meta."""
+    """``out/eval_set.npz`` and ``out/meta.json`` (settings, size, the floors), atomically; returns the meta. The
+    source is named by its split folder only, so the same inputs give the same bytes wherever they lie."""
     kinds = arrays["kind"]
-    meta = {"format_version": FORMAT_VERSION, "settings": asdict(config), "source": str(source),
+    meta = {"format_version": FORMAT_VERSION, "settings": asdict(config),
+            "source": f"paths.pairs/{Path(source).name}",
             "stats": {"sequences": int(len(arrays["lengths"])), "tokens": int(arrays["lengths"].sum()),
                       "scored": {k: int((kinds == i).sum()) for i, k in enumerate(KINDS)}},
             "floors": floors, "floor_tokens_counted": counted}
