@@ -554,6 +554,11 @@ def test_bad_blimp_data_through_the_stage_is_one_line_and_exit_2(tmp_path, make,
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().splitlines()[-1].startswith("error: zero_shot: ") and fragment in r.stderr
     assert not (tmp_path / "metrics" / "zero_shot.json").exists()
+
+
+def test_an_unknown_paradigm_through_the_stage_names_the_known_ones(tmp_path):
+    from conftest import run_stage
+
     r = run_stage("zero_shot", *_stage_paths(tmp_path, tiny_export(tmp_path)),
                   f"zero_shot.data={_blimp_folder(tmp_path / 'good')}", "zero_shot.paradigms=[gamma]")
     assert r.returncode == 2 and "zero_shot.paradigms: 'gamma' not in" in r.stderr.strip().splitlines()[-1]
