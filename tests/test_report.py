@@ -71,9 +71,8 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
             "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0}
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    root = tmp_path_factory.mktemp("report")
+def _ci_report_config(root: Path):
+    """grid=ci's settings with every output under ``root``; the corpus's metrics and the floors written there."""
     m = root / "metrics"
     cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
@@ -81,6 +80,14 @@ def report(tmp_path_factory):
                    f"paths.eval_set={root / 'eval_set'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
     _floors(root / "eval_set")
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    m = root / "metrics"
+    cfg = _ci_report_config(root)
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc, acc + 0.01 * run.pretrain_seed))
@@ -501,12 +508,7 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     from pipeline.report.figures import grammar_figure
 
     m = tmp_path / "metrics"
-    cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
-                   f"paths.plots={tmp_path / 'plots'}", f"paths.variants.plots={tmp_path / 'plots' / 'variants'}",
-                   f"paths.reports={tmp_path / 'reports'}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
-                   f"paths.eval_set={tmp_path / 'eval_set'}"])
-    write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
-    _floors(tmp_path / "eval_set")
+    cfg = _ci_report_config(tmp_path)
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.16)
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))

@@ -16,7 +16,7 @@ from pipeline.data.tokenizer import CLS, load_tokenizer
 from pipeline.io import write_json
 from pipeline.settings import ModelSettings, RuntimeSettings, ZeroShotSettings
 from pipeline.zero_shot.blimp import load, read_published
-from pipeline.zero_shot.run import NOT_CONFIGURED, not_configured
+from pipeline.zero_shot.run import unless_configured
 from pipeline.zero_shot.score import evaluate, ngram_scorer
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,8 @@ def run(cfg: DictConfig) -> dict:
     """Count the n-gram LM on ``paths.pairs``'s training text and score BLiMP with it."""
     settings = ZeroShotSettings.read(cfg.zero_shot)
     out = Path(cfg.paths.metrics) / "zero_shot_floor.json"
-    if settings.data is None:
-        log.info(NOT_CONFIGURED)
-        write_json(out, not_configured())
-        return not_configured()
+    if (skipped := unless_configured(settings, out)) is not None:
+        return skipped
     start = time.perf_counter()
     paradigms = load(settings.data, settings.paradigms, settings.pairs)  # bad data fails before counting
     tok = load_tokenizer(cfg.paths.tokenizer)

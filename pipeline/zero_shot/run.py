@@ -37,6 +37,15 @@ def not_configured() -> dict[str, Any]:
     return {"configured": False, "reason": NOT_CONFIGURED, "scored": False, "overall": None}
 
 
+def unless_configured(settings: ZeroShotSettings, out: Path) -> dict[str, Any] | None:
+    """Without a BLiMP folder: ``out`` says nothing was configured and that summary is returned; else None."""
+    if settings.data is not None:
+        return None
+    log.info(NOT_CONFIGURED)
+    write_json(out, not_configured())
+    return not_configured()
+
+
 def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
     """A scored summary's accuracies as MLflow metrics (fractions; groups with no scored pair left out)."""
     out = {f"{PREFIX}/overall": summary["overall"]}
@@ -49,10 +58,8 @@ def run(cfg: DictConfig) -> dict:
     """Score ``paths.pretrain``'s export on BLiMP under the ``zero_shot`` settings."""
     settings = ZeroShotSettings.read(cfg.zero_shot)
     out = Path(cfg.paths.metrics) / "zero_shot.json"
-    if settings.data is None:
-        log.info(NOT_CONFIGURED)
-        write_json(out, not_configured())
-        return not_configured()
+    if (skipped := unless_configured(settings, out)) is not None:
+        return skipped
     start = time.perf_counter()
     summary = score_folder(Path(cfg.paths.pretrain) / "hf", scoring(settings),
                            progress=RuntimeSettings.read(cfg.runtime).progress).summary()
