@@ -47,7 +47,8 @@ def test_variant_changes_only_what_it_names():
         assert after[group] == before[group], group
 
 
-@pytest.mark.parametrize("grid", GRIDS)
+# the full grid (every variant, half a minute) runs with the slow checks; every other grid here
+@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.slow) if g == "full" else g for g in GRIDS])
 def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
     """The generated `runs` and `examples` (what dvc.yaml iterates over) name the folders the stages use."""
     cfg = compose([f"grid={grid}"])
@@ -158,7 +159,9 @@ def test_a_grid_naming_an_unknown_variant_or_family_is_a_clear_error():
 SUITES = sorted(p.stem for p in (ROOT / "conf" / "suite").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("suite", SUITES)
+# the two largest suites (tables 5 and 6 of the paper) run with the slow checks; the rest here
+@pytest.mark.parametrize("suite", [pytest.param(x, marks=pytest.mark.slow) if x in ("table5", "table6") else x
+                                   for x in SUITES])
 def test_a_suite_gives_each_run_one_finetune_stage_per_task(suite):
     """`finetunes` (what dvc.yaml's finetune stages iterate over): (run, task) pairs whose settings, modes and
     folders are what the stage composes by hand with the same overrides."""
