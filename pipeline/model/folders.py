@@ -111,6 +111,9 @@ class LabFolder:
     def load(self, arch, folder: Path) -> nn.Module:
         return load_model(folder, arch.config, arch.network)
 
+    def language_model(self, arch, folder: Path) -> nn.Module:
+        return self.load(arch, folder)
+
     def encoder(self, arch, folder: Path) -> nn.Module:
         return self.load(arch, folder)
 

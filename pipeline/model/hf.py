@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -190,6 +191,19 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def weight_names(folder: Path) -> set[str]:
+    """The tensor names of a model folder's weights, read from headers only where the format allows."""
+    single, index, legacy = folder / "model.safetensors", folder / "model.safetensors.index.json", folder / "pytorch_model.bin"
+    if single.is_file():
+        with safe_open(str(single), "pt") as f:
+            return set(f.keys())
+    if index.is_file():
+        return set(_read_json(index).get("weight_map", {}))
+    if legacy.is_file():
+        return set(torch.load(legacy, map_location="cpu", weights_only=True, mmap=True))
+    return set()
+
+
 def _rename(state: dict[str, torch.Tensor], expected: set[str]) -> dict[str, torch.Tensor]:
     """Map checkpoint names onto ours: old LayerNorm names, the ``bert.`` prefix, tied heads."""
     has_prefix = any(k.startswith("bert.") for k in expected)
@@ -273,6 +287,12 @@ class BertFolder:
 
     def load(self, arch, folder: Path) -> nn.Module:
         return load_hf(folder, arch.network)
+
+    def language_model(self, arch, folder: Path) -> nn.Module:
+        if not any(n.startswith("cls.predictions.transform.") for n in weight_names(folder)):
+            raise DataError(f"{folder}: no language-model head (cls.predictions.*) in its weights, so no sentence "
+                            "probability: expected a BertForMaskedLM or BertForPreTraining folder")
+        return self.load(arch, folder)
 
     def encoder(self, arch, folder: Path) -> nn.Module:
         return load_hf(folder, BertModel)

@@ -8,20 +8,23 @@ One line of ``ARCHITECTURES`` per architecture names its parts:
 * ``network`` -- what pretraining trains and the export holds; its ``layer_states`` are
   what downstream tasks read (``pipeline.model.downstream``);
 * ``pretraining`` -- its LightningModule (``pipeline.pretrain``), built by ``from_setup``;
+* ``scorer`` -- how it scores a sentence zero-shot (``pipeline.zero_shot.score``): its pretrained network
+  and tokenizer -> a sentence scorer (pseudo-log-likelihood, left to right, both directions), or the
+  statement that it has no probability of a sentence;
 * ``folder`` -- the format of its export: a Hugging Face folder (``pipeline.model.hf``) or
   the lab's (``pipeline.model.folders``). Written once after pretraining, it is read back
   as the pretrained network (``model.init_from``), the encoder of frozen features, or a
   task model, fine-tuned or from scratch (the export's own ``model_type`` says which
-  architecture a folder holds).
+  architecture a folder holds); its ``language_model`` is the network with the LM head a scorer needs.
 
-Adding an architecture: its config class, its network and pretraining module, and one line here.
+Adding an architecture: its config class, its network, pretraining module and scorer, and one line here.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from torch import nn
 
@@ -34,6 +37,7 @@ from pipeline.model.hf import BertFolder
 from pipeline.model.static import StaticEmbeddings
 from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
 from pipeline.pretrain.module import BertPretraining, PretrainingModule
+from pipeline.zero_shot.score import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
 
 
 class FolderFormat(Protocol):
@@ -47,6 +51,8 @@ class FolderFormat(Protocol):
 
     def load(self, arch: Architecture, folder: Path) -> nn.Module: ...
 
+    def language_model(self, arch: Architecture, folder: Path) -> nn.Module: ...
+
     def encoder(self, arch: Architecture, folder: Path) -> nn.Module: ...
 
     def task_model(self, arch: Architecture, kind: str, folder: Path, num_outputs: int,
@@ -58,6 +64,7 @@ class Architecture:
     config: type[ModelConfig]
     network: type[nn.Module]
     pretraining: type[PretrainingModule]
+    scorer: Callable[..., SentenceScorer | NoSentenceScore]  # (network, tokenizer, *, pll, batch_size)
     folder: FolderFormat
 
     @property
@@ -80,6 +87,10 @@ class Architecture:
         """The pretrained ``network`` of an export, in eval mode."""
         return self.folder.load(self, folder)
 
+    def language_model(self, folder: Path) -> nn.Module:
+        """The pretrained network with the LM head a sentence scorer reads, in eval mode (refused if it has none)."""
+        return self.folder.language_model(self, folder)
+
     def encoder(self, folder: Path) -> nn.Module:
         """The network whose ``layer_states`` are an export's frozen features, in eval mode."""
         return self.folder.encoder(self, folder)
@@ -91,10 +102,10 @@ class Architecture:
 
 
 ARCHITECTURES = {a.name: a for a in (
-    #            config        network             pretraining        export folder
-    Architecture(BertConfig,   BertForPreTraining, BertPretraining,   BertFolder()),
-    Architecture(StaticConfig, StaticEmbeddings,   StaticPretraining, LabFolder(vectors=True)),
-    Architecture(ElmoConfig,   ElmoLM,             BiLMPretraining,   LabFolder()),
+    #            config        network             pretraining        zero-shot scorer  export folder
+    Architecture(BertConfig,   BertForPreTraining, BertPretraining,   bert_scorer,      BertFolder()),
+    Architecture(StaticConfig, StaticEmbeddings,   StaticPretraining, word2vec_scorer,  LabFolder(vectors=True)),
+    Architecture(ElmoConfig,   ElmoLM,             BiLMPretraining,   elmo_scorer,      LabFolder()),
 )}
 
 

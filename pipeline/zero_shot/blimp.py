@@ -10,7 +10,7 @@ reported per paradigm, per phenomenon, per field and overall, each group the
 paradigms, not over the 67,000 pairs; with every paradigm at 1,000 pairs the
 two agree, but a paradigm that loses pairs to the length limit keeps its weight).
 
-Torch-free: the start-up validator can check the ``zero_shot`` settings with it.
+Torch-free.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from pipeline.errors import ConfigError, DataError, MissingFileError
-from pipeline.settings import PLL_KINDS
 
 KEYS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID", "pairID")
 SHARED = ("UID", "field", "linguistics_term")  # the same on every line of one paradigm
@@ -37,60 +36,6 @@ PUBLISHED_MODELS = ("ngram", "lstm", "txl", "gpt2")  # the columns of the author
 def normalise_field(name: str) -> str:
     """BLiMP spells one field ``syntax_semantics`` in 13 files and ``syntax/semantics`` in one: one name for both."""
     return name.replace("/", "_")
-
-
-# ---------------------------------------------------------------------------------------------------- settings
-
-
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-@dataclass(frozen=True)
-class ZeroShotConfig:
-    """The ``zero_shot`` settings (conf/zero_shot/default.yaml), each checked here once."""
-    data: str                                # folder of <UID>.jsonl paradigm files
-    published: str | None = None             # folder of the authors' models_summary.jsonl and human_validation_summary.csv
-    paradigms: tuple[str, ...] | None = None  # a subset of paradigm UIDs; None: all in ``data``
-    pairs: int | None = None                 # the first N pairs of each paradigm; None: all
-    pll: str = "token"                       # a masked LM's pseudo-log-likelihood: token | word
-    max_pieces: int | None = None            # longest sentence scored ([CLS], [SEP] included); None: the model's positions
-    ngram_order: int = 3                     # the n-gram floor's order
-    batch_size: int = 256                    # sequences per forward pass (speed only)
-
-    def __post_init__(self) -> None:
-        def refuse(key: str, expected: str):
-            raise ConfigError(f"zero_shot.{key}={getattr(self, key)!r} is not allowed: expected {expected}")
-
-        if not isinstance(self.data, str) or not self.data:
-            refuse("data", "a folder of BLiMP paradigm files (<UID>.jsonl)")
-        if self.published is not None and not isinstance(self.published, str):
-            refuse("published", "a folder or null")
-        if self.paradigms is not None and (isinstance(self.paradigms, str) or not self.paradigms
-                                           or not all(isinstance(p, str) for p in self.paradigms)):
-            refuse("paradigms", "a non-empty list of paradigm names (UIDs) or null for all")
-        for key in ("pairs", "max_pieces"):
-            if getattr(self, key) is not None and not _positive_int(getattr(self, key)):
-                refuse(key, "a positive integer or null")
-        if self.max_pieces is not None and self.max_pieces < 3:
-            refuse("max_pieces", "at least 3 ([CLS], one piece, [SEP]) or null")
-        if self.pll not in PLL_KINDS:
-            refuse("pll", f"one of {', '.join(PLL_KINDS)}")
-        for key in ("ngram_order", "batch_size"):
-            if not _positive_int(getattr(self, key)):
-                refuse(key, "a positive integer")
-
-    @classmethod
-    def of(cls, settings: Mapping[str, Any]) -> "ZeroShotConfig":
-        """From the composed ``zero_shot`` settings as a plain mapping; an unknown key is refused."""
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(settings) - known)
-        if unknown:
-            raise ConfigError(f"zero_shot.{unknown[0]} is not a setting: expected one of {', '.join(sorted(known))}")
-        values = dict(settings)
-        if values.get("paradigms") is not None and not isinstance(values["paradigms"], str):
-            values["paradigms"] = tuple(values["paradigms"])
-        return cls(**values)
 
 
 # -------------------------------------------------------------------------------------------------------- data

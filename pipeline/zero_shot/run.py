@@ -7,17 +7,21 @@ and scores nothing, so `dvc repro` on a machine without BLiMP still reaches the 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from pipeline.data.tokenizer import load_tokenizer
+from pipeline.errors import ConfigError, DataError
 from pipeline.io import read_json, write_json
+from pipeline.model.registry import architecture_of
 from pipeline.settings import RuntimeSettings, ZeroShotSettings
 from pipeline.tracking import log_to_run
-from pipeline.zero_shot.blimp import ZeroShotConfig
-from pipeline.zero_shot.score import score_folder
+from pipeline.zero_shot.blimp import BlimpResult, load
+from pipeline.zero_shot.score import NoSentenceScore, SentenceScorer, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +30,26 @@ NOT_CONFIGURED = ("zero_shot.data is null: no BLiMP folder configured, nothing s
 PREFIX = "zero_shot"  # MLflow metric names: zero_shot/overall, zero_shot/field/<f>, zero_shot/phenomenon/<p>
 
 
-def scoring(settings: ZeroShotSettings) -> ZeroShotConfig:
-    """The scorer's settings of a configured ``zero_shot`` group."""
-    return ZeroShotConfig(data=settings.data, published=settings.published, paradigms=settings.paradigms,
-                          pairs=settings.pairs, pll=settings.pll, max_pieces=settings.max_pieces,
-                          ngram_order=settings.ngram_order, batch_size=settings.batch_size)
+def folder_scorer(folder: str | os.PathLike, *, pll: str = "token",
+                  batch_size: int = 256) -> SentenceScorer | NoSentenceScore:
+    """The scorer of any model folder the pretrain stage exports (or a Hugging Face BERT folder): its
+    architecture's (``pipeline.model.registry``, by config.json's ``model_type``) on its language model."""
+    folder = Path(folder)
+    arch = architecture_of(folder)
+    try:
+        return arch.scorer(arch.language_model(folder), load_tokenizer(folder), pll=pll, batch_size=batch_size)
+    except DataError as e:
+        raise DataError(str(e) if str(e).startswith(str(folder)) else f"{folder}: {e}") from e
+
+
+def score_folder(folder: str | os.PathLike, settings: ZeroShotSettings, *, progress: bool = False) -> BlimpResult:
+    """A model folder's BLiMP result under configured ``zero_shot`` settings (``data`` set)."""
+    if settings.data is None:
+        raise ConfigError("zero_shot.data is null: expected the folder of BLiMP's paradigm files to score on")
+    scorer = folder_scorer(folder, pll=settings.pll, batch_size=settings.batch_size)
+    paradigms = load(settings.data, settings.paradigms, settings.pairs)
+    tokenizer = None if isinstance(scorer, NoSentenceScore) else load_tokenizer(folder)
+    return evaluate(scorer, tokenizer, paradigms, max_pieces=settings.max_pieces, progress=progress)
 
 
 def not_configured() -> dict[str, Any]:
@@ -61,7 +80,7 @@ def run(cfg: DictConfig) -> dict:
     if (skipped := unless_configured(settings, out)) is not None:
         return skipped
     start = time.perf_counter()
-    summary = score_folder(Path(cfg.paths.pretrain) / "hf", scoring(settings),
+    summary = score_folder(Path(cfg.paths.pretrain) / "hf", settings,
                            progress=RuntimeSettings.read(cfg.runtime).progress).summary()
     summary.update(configured=True, pairs_per_paradigm=settings.pairs,
                    seconds=round(time.perf_counter() - start, 1))

@@ -27,26 +27,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from pipeline.data.encoded import EncodedCorpus
-from pipeline.data.tokenizer import MASK, load_tokenizer
+from pipeline.data.tokenizer import MASK
 from pipeline.errors import DataError
-from pipeline.io import read_json
 from pipeline.model.bert import BertForPreTraining
 from pipeline.model.elmo import ElmoLM
-from pipeline.model.folders import model_type
-from pipeline.model.hf import load_hf
-from pipeline.model.registry import architecture_of
-from pipeline.zero_shot.blimp import BlimpResult, Paradigm, ParadigmResult, ZeroShotConfig, load
+from pipeline.zero_shot.blimp import BlimpResult, Paradigm, ParadigmResult
 from pipeline.zero_shot.ngram_lm import NgramLM, context_windows
 
 
@@ -287,62 +281,29 @@ class NgramScorer:
         return np.bincount(owner, weights=logp, minlength=len(sentences))
 
 
-# ---------------------------------------------------------------------------------------------------- loading
+# ------------------------------------------------------------------------------- each architecture's scorer
+# The registry's ``scorer`` of each architecture (``pipeline.model.registry``): its pretrained network with the
+# LM head and its tokenizer -> the sentence scorer that fits it.
 
 
-def _weight_names(folder: Path) -> set[str]:
-    """The tensor names of a model folder's weights, read from headers only where the format allows."""
-    single, index, legacy = folder / "model.safetensors", folder / "model.safetensors.index.json", folder / "pytorch_model.bin"
-    if single.is_file():
-        with safe_open(str(single), "pt") as f:
-            return set(f.keys())
-    if index.is_file():
-        return set(read_json(index).get("weight_map", {}))
-    if legacy.is_file():
-        return set(torch.load(legacy, map_location="cpu", weights_only=True, mmap=True))
-    return set()
-
-
-def _has_lm_head(folder: Path) -> bool:
-    return any(n.startswith("cls.predictions.transform.") for n in _weight_names(folder))
-
-
-def bert_scorer(folder: str | os.PathLike, *, pll: str = "token", batch_size: int = 256):
-    """The scorer of a Hugging Face BERT folder (ours, or ``BertForMaskedLM`` / ``BertForPreTraining`` from
-    elsewhere): PLL for a masked LM, the left-to-right sum for a causal one (``is_decoder``)."""
-    folder = Path(folder)
-    if not _has_lm_head(folder):
-        raise DataError(f"{folder}: no language-model head (cls.predictions.*) in its weights, so no sentence "
-                        "probability: expected a BertForMaskedLM or BertForPreTraining folder")
-    model = load_hf(folder, BertForPreTraining)
+def bert_scorer(model: BertForPreTraining, tokenizer: Tokenizer, *, pll: str = "token",
+                batch_size: int = 256) -> SentenceScorer:
+    """PLL for a masked LM, the left-to-right sum for a causal one (``config.causal``)."""
     if model.config.causal:
         return LeftToRight(model, batch_size=batch_size)
-    mask_id = load_tokenizer(folder).token_to_id(MASK)
+    mask_id = tokenizer.token_to_id(MASK)
     if mask_id is None:
-        raise DataError(f"{folder}: its vocabulary has no {MASK} piece, so no pseudo-log-likelihood")
+        raise DataError(f"its vocabulary has no {MASK} piece, so no pseudo-log-likelihood")
     return PseudoLogLikelihood(model, mask_id, word_level=pll == "word", batch_size=batch_size)
 
 
-def _elmo_scorer(folder: Path, *, batch_size: int, **_) -> BiLM:
-    return BiLM(architecture_of(folder).load(folder), batch_size=batch_size)
+def elmo_scorer(model: ElmoLM, tokenizer: Tokenizer, *, batch_size: int = 256, **_) -> BiLM:
+    return BiLM(model, batch_size=batch_size)
 
 
-def _word2vec_scorer(folder: Path, **_) -> NoSentenceScore:
+def word2vec_scorer(model: torch.nn.Module, tokenizer: Tokenizer, **_) -> NoSentenceScore:
     return NoSentenceScore("lab-word2vec", "word2vec learns a vector per piece and no probability of a sentence: "
                                            "it has no BLiMP score")
-
-
-SCORERS = {"bert": bert_scorer, "lab-elmo": _elmo_scorer, "lab-word2vec": _word2vec_scorer}  # by model_type
-
-
-def folder_scorer(folder: str | os.PathLike, *, pll: str = "token", batch_size: int = 256):
-    """The scorer of any model folder the pretrain stage exports (or a Hugging Face BERT folder), by its
-    config.json's ``model_type``."""
-    kind = model_type(folder)
-    if kind not in SCORERS:
-        raise DataError(f"{Path(folder) / 'config.json'}: model_type={kind!r} has no zero-shot scorer: expected one "
-                        f"of {', '.join(SCORERS)}")
-    return SCORERS[kind](Path(folder), pll=pll, batch_size=batch_size)
 
 
 def ngram_scorer(corpus: str | os.PathLike, cls_id: int, *, order: int = 3, progress: bool = False) -> NgramScorer:
@@ -384,11 +345,3 @@ def evaluate(scorer: SentenceScorer | NoSentenceScore, tokenizer, paradigms: Seq
                                       scores[start + n:start + 2 * n]))
         start += 2 * n
     return BlimpResult(method=scorer.method, paradigms=results)
-
-
-def score_folder(folder: str | os.PathLike, config: ZeroShotConfig, *, progress: bool = False) -> BlimpResult:
-    """A model folder's BLiMP result under the ``zero_shot`` settings."""
-    scorer = folder_scorer(folder, pll=config.pll, batch_size=config.batch_size)
-    paradigms = load(config.data, config.paradigms, config.pairs)
-    tokenizer = None if isinstance(scorer, NoSentenceScore) else load_tokenizer(folder)
-    return evaluate(scorer, tokenizer, paradigms, max_pieces=config.max_pieces, progress=progress)
