@@ -11,6 +11,9 @@ process. The script prints the median tokens/s of each after warm-up, the
 FLOP/s each achieves as a share of this machine's fp32 matrix-multiply peak
 (measured here too), the losses of the first step (they must agree), and as its
 last line one JSON object with ``ours_tok_s``, ``hf_tok_s`` and ``ratio``.
+``--record PATH`` also writes that object, with the run's arguments, date,
+torch version and CPU/GPU, to PATH (``docs/measurements/pretrain_step-<case>.json``,
+from which ``benchmarks/docs_tables.py`` renders docs/performance.md's table).
 
 Ours runs the way the pretrain stage runs it: the vocabulary projection only
 at masked positions, its loss without (N, V) logits (``linear_cross_entropy``),
@@ -20,7 +23,10 @@ the way its examples do: full logits, then the loss.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -31,6 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.io import write_json  # noqa: E402
 from pipeline.model.bert import BertConfig, BertForPreTraining, pretraining_loss  # noqa: E402
 
 
@@ -45,6 +52,27 @@ def matmul_peak_gflops(n: int = 1024, repeats: int = 20, dtype: torch.dtype = to
         a @ b
         best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
+
+
+def machine() -> dict:
+    """The CPU's model name, torch's version and the GPU's name (None without one), for a recorded result."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
+
+
+def record(path: str | Path, result: dict, argv: list[str], peak_gflops: float) -> None:
+    """Write ``result`` with the fp32 matmul peak, the arguments, the date and the machine atomically to ``path``."""
+    write_json(path, {"benchmark": Path(sys.argv[0]).name, "argv": argv,
+                      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                      "matmul_peak_gflops": round(peak_gflops, 1), **machine(), "result": result})
 
 
 def step_flops(cfg: BertConfig, B: int, T: int, predicted: int) -> float:
@@ -90,6 +118,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=8, help="timed steps per model")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument("--record", metavar="PATH", help="also write the result, arguments, date and machine to PATH")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -172,6 +201,8 @@ def main() -> None:
               f"({100 * result[f'{name}_peak_fraction']:.0f}% of peak)", file=sys.stderr)
     print(f"  ratio {result['ratio']:.2f}x; first-step loss ours {loss_ours:.6f}, Hugging Face {loss_hf:.6f}",
           file=sys.stderr)
+    if a.record:
+        record(a.record, result, sys.argv[1:], peak)
     print(json.dumps(result))
 
 
