@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.errors import ConfigError, LabError
+from pipeline.finetune.tasks import reported_metrics
 from pipeline.model.config import build_config
 from pipeline.settings import Settings, read_groups
 from pipeline.variants import CONF_DIR, apply_variant, conf_hash, find_variant, register_resolvers
@@ -58,6 +59,12 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
             if length > model.max_position_embeddings:
                 raise ConfigError(f"{key}={length} is not allowed: expected at most model.max_position_embeddings="
                                   f"{model.max_position_embeddings} (the position table)")
+    if suite := settings.get("suite"):
+        for i, col in enumerate(suite.columns):  # each column's metric, one its task's loader reports
+            reports = reported_metrics(suite.tasks[col.task].data)  # None: only the loader's data can tell
+            if col.metric is not None and reports is not None and col.metric not in reports:
+                raise ConfigError(f"suite.columns[{i}].metric={col.metric!r} is not allowed: expected one of the "
+                                  f"metrics task {col.task} reports ({', '.join(reports)})")
     return settings
 
 

@@ -220,6 +220,8 @@ def test_bad_suite_task_is_a_clear_error(overrides, stage, fragment):
     ("+suite.columns.1.mode=frozen_everything", "suite.columns[1].mode='frozen_everything' is not allowed"),
     ("+suite.modes.mrpc=[]", "suite.modes.mrpc=[] is not allowed: expected a non-empty list of"),
     ("suite.tasks.sst2.max_seq_length=4096", "suite.tasks.sst2.max_seq_length=4096 is not allowed"),
+    ("+suite.columns.2.metric=f1", "suite.columns[2].metric='f1' is not allowed: expected one of the metrics task "
+                                   "sst2 reports (accuracy)"),
 ])
 def test_bad_suite_settings_are_clear_errors(override, fragment):
     with pytest.raises(ConfigError) as e:

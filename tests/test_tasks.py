@@ -1,11 +1,12 @@
 """Fine-tuning task loaders: the demo task's split, GLUE files with their quirks, clear errors."""
 from __future__ import annotations
 
+import hydra
 import pytest
 
 from pipeline.data.corpus import in_valid_split
 from pipeline.errors import DataError
-from pipeline.finetune.tasks import bible_sections, glue
+from pipeline.finetune.tasks import bible_sections, glue, reported_metrics
 from pipeline.finetune.tasks.bible import SECTIONS, book_sections
 
 from conftest import shared_data
@@ -204,3 +205,18 @@ def test_hugging_face_datasets_from_a_local_copy(tmp_path):
                                                        "validation": str(tmp_path / "t.jsonl")},
                      text_a="q", label="y", regression=True)
     assert reg.regression and [e.label for e in reg.dev] == [2.5, 1.0]
+
+
+def test_the_metrics_a_suite_column_is_checked_against_at_start_up_are_those_the_loader_reports(tmp_path):
+    _write(tmp_path, "SST-2", "sentence\tlabel\ngood\t1\nbad\t0\n")
+    (tmp_path / "t.tsv").write_text("text\tscore\na\t0.5\nb\t1.5\n")
+    settings = [{"_target_": "pipeline.finetune.tasks.glue", "name": "SST-2", "data_dir": str(tmp_path)},
+                {"_target_": "pipeline.finetune.tasks.table", "name": "t", "train": str(tmp_path / "t.tsv"),
+                 "dev": str(tmp_path / "t.tsv"), "text_a": "text", "label": "score", "regression": True},
+                {"_target_": "pipeline.finetune.tasks.table", "name": "t", "train": str(tmp_path / "t.tsv"),
+                 "dev": str(tmp_path / "t.tsv"), "text_a": "text", "label": "score", "regression": True,
+                 "metrics": ["spearman"]}]
+    for data in settings:
+        task = hydra.utils.instantiate(data)
+        assert reported_metrics(data) == task.metrics, data
+    assert reported_metrics({"_target_": "elsewhere.loader"}) is None  # only its data can tell: checked at report time

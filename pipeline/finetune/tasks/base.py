@@ -9,6 +9,13 @@ T = TypeVar("T")
 
 # Official GLUE metrics and the rest a task may ask for.
 METRICS = ("accuracy", "f1", "matthews", "pearson", "spearman")
+DEFAULT_METRICS = ("accuracy",)  # a classification task's, unless it says
+REGRESSION_METRICS = ("pearson", "spearman")
+
+
+def chosen_metrics(metrics: Sequence[str] | None, regression: bool) -> list[str]:
+    """A table or dataset task's metrics: those it names, else its kind's default."""
+    return list(metrics or (REGRESSION_METRICS if regression else DEFAULT_METRICS))
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,7 @@ class TaskData:
     labels: list[str]
     train: list[Example]
     dev: list[Example]
-    metrics: list[str] = field(default_factory=lambda: ["accuracy"])  # the first is the headline metric
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))  # the first is the headline metric
     regression: bool = False
     kind: str = "sentence"  # which runner the finetune stage gives it (NerTask: "ner", SquadTask: "span")
 

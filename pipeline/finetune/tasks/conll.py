@@ -24,13 +24,16 @@ class Sentence:
     tags: tuple[int, ...]  # indices into NerTask.labels (IOB2)
 
 
+NER_METRICS = ("f1", "precision", "recall")  # entity level
+
+
 @dataclass
 class NerTask:
     name: str
     labels: list[str]        # IOB2 tags, "O" first
     train: list[Sentence]
     dev: list[Sentence]
-    metrics: list[str] = field(default_factory=lambda: ["f1", "precision", "recall"])  # entity level
+    metrics: list[str] = field(default_factory=lambda: list(NER_METRICS))
     regression: bool = False
     kind: str = "ner"
 

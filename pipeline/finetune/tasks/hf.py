@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.errors import DataError
-from pipeline.finetune.tasks.base import METRICS, Example, TaskData, sample
+from pipeline.finetune.tasks.base import METRICS, Example, TaskData, chosen_metrics, sample
 
 
 def _load(path: str, config: str | None, data_files):
@@ -30,7 +30,7 @@ def hf_dataset(name: str, path: str, *, text_a: str, label: str, text_b: str | N
                data_files=None, train_split: str = "train", dev_split: str = "validation",
                labels: list | None = None, regression: bool = False, metrics: list[str] | None = None,
                train_size: int | None = None, dev_size: int | None = None, seed: int = 0) -> TaskData:
-    metrics = list(metrics or (["pearson", "spearman"] if regression else ["accuracy"]))
+    metrics = chosen_metrics(metrics, regression)
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise DataError(f"task.data.metrics: {unknown} not known; known: {', '.join(METRICS)}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.errors import DataError
-from pipeline.finetune.tasks.base import METRICS, Example, TaskData, sample
+from pipeline.finetune.tasks.base import METRICS, Example, TaskData, chosen_metrics, sample
 
 FORMATS = ("tsv", "csv", "jsonl")
 
@@ -104,7 +104,7 @@ def table(name: str, train: str, dev: str, *, text_a, label, text_b=None, labels
           header: bool = True, train_size: int | None = None, dev_size: int | None = None,
           seed: int = 0) -> TaskData:
     """A task from a train file and a dev file with the same layout."""
-    metrics = list(metrics or (["pearson", "spearman"] if regression else ["accuracy"]))
+    metrics = chosen_metrics(metrics, regression)
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise DataError(f"task.data.metrics: {unknown} not known; known: {', '.join(METRICS)}")
