@@ -16,10 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.errors import ConfigError, LabError
-from pipeline.finetune.tasks import reported_metrics
 from pipeline.model.config import build_config
 from pipeline.settings import Settings, read_groups
-from pipeline.variants import CONF_DIR, apply_variant, conf_hash, find_variant, register_resolvers
+from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
 
@@ -59,12 +58,6 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
             if length > model.max_position_embeddings:
                 raise ConfigError(f"{key}={length} is not allowed: expected at most model.max_position_embeddings="
                                   f"{model.max_position_embeddings} (the position table)")
-    if suite := settings.get("suite"):
-        for i, col in enumerate(suite.columns):  # each column's metric, one its task's loader reports
-            reports = reported_metrics(suite.tasks[col.task].data)  # None: only the loader's data can tell
-            if col.metric is not None and reports is not None and col.metric not in reports:
-                raise ConfigError(f"suite.columns[{i}].metric={col.metric!r} is not allowed: expected one of the "
-                                  f"metrics task {col.task} reports ({', '.join(reports)})")
     return settings
 
 
@@ -91,17 +84,6 @@ def check_fresh(cfg: DictConfig, conf_dir: Path = CONF_DIR) -> None:
                           f"`{RECOMPOSE}` and then `dvc repro`")
 
 
-def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR) -> None:
-    """The check_conf stage, before any other stage spends compute: ``params`` composed from conf/ as it is now,
-    and its settings valid, with each variant of the grid applied too (its own stages would only find a bad
-    setting of its after the baseline's compute)."""
-    cfg = OmegaConf.load(params)
-    check_fresh(cfg, conf_dir)
-    validate(cfg)
-    for variant in cfg.grid.pretrain if "grid" in cfg else ():
-        validate(apply_variant(OmegaConf.merge(cfg, {"variant": variant}), "pretrain"))
-
-
 def write_params(root: Path = CONF_DIR.parent) -> Path:
     """Recompose ``params.yaml`` from conf/ the way `dvc exp run` does (DVC's own Hydra composition)."""
     from dvc.utils.hydra import compose_and_dump
@@ -111,15 +93,11 @@ def write_params(root: Path = CONF_DIR.parent) -> Path:
     return out
 
 
-if __name__ == "__main__":  # `python -m pipeline.config [--check]`: recompose params.yaml, or only check it
+if __name__ == "__main__":  # `python -m pipeline.config`: recompose params.yaml (pipeline.check_conf checks it)
     import sys
 
     try:
-        if "--check" in sys.argv[1:]:
-            check_params()
-            print("params.yaml is composed from conf/ as it is, and its settings are valid")
-        else:
-            print(f"wrote {write_params()}")
+        print(f"wrote {write_params()}")
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

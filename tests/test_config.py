@@ -137,7 +137,7 @@ def test_a_run_listed_twice_is_refused_naming_key_and_value(overrides, message):
 
 def test_check_conf_refuses_invalid_settings_before_any_stage(tmp_path):
     """The check_conf stage: a params.yaml as `dvc exp run -S finetune.seeds=[3,3]` composes it is refused."""
-    from pipeline.config import check_params
+    from pipeline.check_conf import check_params
 
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(["finetune.seeds=[3,3]"]))))

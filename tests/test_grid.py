@@ -6,6 +6,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import ROOT
+from pipeline.check_conf import check_params
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import MODES, SEED_FREE
@@ -220,13 +221,19 @@ def test_bad_suite_task_is_a_clear_error(overrides, stage, fragment):
     ("+suite.columns.1.mode=frozen_everything", "suite.columns[1].mode='frozen_everything' is not allowed"),
     ("+suite.modes.mrpc=[]", "suite.modes.mrpc=[] is not allowed: expected a non-empty list of"),
     ("suite.tasks.sst2.max_seq_length=4096", "suite.tasks.sst2.max_seq_length=4096 is not allowed"),
-    ("+suite.columns.2.metric=f1", "suite.columns[2].metric='f1' is not allowed: expected one of the metrics task "
-                                   "sst2 reports (accuracy)"),
 ])
 def test_bad_suite_settings_are_clear_errors(override, fragment):
     with pytest.raises(ConfigError) as e:
         validate(compose(["suite=table6", override]))
     assert fragment in str(e.value)
+
+
+def test_a_suite_column_asking_for_a_metric_its_task_does_not_report_stops_the_check_conf_stage(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(["suite=table6", "+suite.columns.2.metric=f1"]))))
+    with pytest.raises(ConfigError, match=r"suite.columns\[2\].metric='f1' is not allowed: expected one of the "
+                                          r"metrics task sst2 reports \(accuracy\)"):
+        check_params(params)
 
 
 @pytest.mark.parametrize("table", ["paper_table5", "paper_table6", "paper_table8"])

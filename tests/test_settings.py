@@ -15,7 +15,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import ROOT, run_stage
-from pipeline.config import check_params, compose, validate
+from pipeline.check_conf import check_params
+from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
 from pipeline.settings import GROUPS, PRECISIONS, ModelSettings
 from pipeline.values import POSITIVE, PROBABILITY, integer, is_number

@@ -68,7 +68,7 @@ def test_dvc_deps_are_exactly_the_imported_modules(stage):
     spec = DVC["stages"][stage]
     spec = spec.get("do", spec)  # a variant stage (foreach) runs its base stage's script
     deps = {d for d in spec["deps"] if d.endswith(".py")}
-    assert deps == _imported_modules("pipeline.config" if stage == "check_conf" else f"stages.{stage}")
+    assert deps == _imported_modules("pipeline.check_conf" if stage == "check_conf" else f"stages.{stage}")
 
 
 def test_finetune_stage_on_glue_mrpc(tmp_path):

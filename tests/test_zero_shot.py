@@ -31,7 +31,8 @@ from pipeline.zero_shot.blimp import (Group, groups_of, load, percent, read_para
                                       read_published, summarise)
 from pipeline.zero_shot.ngram_lm import NgramLM
 from pipeline.zero_shot.run import folder_scorer, score_folder
-from pipeline.zero_shot.score import BiLM, LeftToRight, NgramScorer, NoSentenceScore, PseudoLogLikelihood, encode, evaluate
+from pipeline.zero_shot.score import NgramScorer, evaluate
+from pipeline.zero_shot.scorers import BiLM, LeftToRight, NoSentenceScore, PseudoLogLikelihood, encode
 
 WORDS = ["the", "a", "dog", "dogs", "cat", "cats", "is", "are", "good", "bad", "runs", "run", "sleeps", "who",
          "saw", "it", "himself", "herself", "she", "he", ".", "?", "un", "##happ", "##ily", "##y", "wal", "##ked",

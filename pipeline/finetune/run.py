@@ -29,9 +29,11 @@ from pipeline.errors import DataError
 from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
 from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.spans import SpanRunner
+from pipeline.finetune.tasks import check_columns
 from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, Runner, summarize
 from pipeline.io import read_json, write_json
+from pipeline.settings import SuiteSettings
 from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,8 @@ RUNNERS: dict[str, type[Runner]] = {r.kind: r for r in (SentenceRunner, TokenRun
 def run(cfg: DictConfig) -> dict:
     """Run every configured mode and seed on ``cfg.task``; write ``metrics/finetune.json``."""
     check_tracking(cfg)  # before any compute
+    if cfg.get("suite") is not None:
+        check_columns(SuiteSettings.read(cfg.suite))
     export_dir, pretrain_run = start(cfg)
     task = instantiate(cfg.task.data)
     runner = RUNNERS[task.kind](recipe(cfg), task, load_tokenizer(export_dir), export_dir)

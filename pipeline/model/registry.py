@@ -37,7 +37,7 @@ from pipeline.model.hf import BertFolder
 from pipeline.model.static import StaticEmbeddings
 from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
 from pipeline.pretrain.module import BertPretraining, PretrainingModule
-from pipeline.zero_shot.score import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
+from pipeline.zero_shot.scorers import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
 
 
 class FolderFormat(Protocol):

@@ -21,7 +21,8 @@ from pipeline.model.registry import architecture_of
 from pipeline.settings import RuntimeSettings, ZeroShotSettings
 from pipeline.tracking import log_to_run
 from pipeline.zero_shot.blimp import BlimpResult, load
-from pipeline.zero_shot.score import NoSentenceScore, SentenceScorer, evaluate
+from pipeline.zero_shot.score import evaluate
+from pipeline.zero_shot.scorers import NoSentenceScore, SentenceScorer
 
 log = logging.getLogger(__name__)
 

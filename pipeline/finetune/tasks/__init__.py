@@ -10,6 +10,8 @@ from pipeline.finetune.tasks.conll import NER_METRICS, NerTask, conll
 from pipeline.finetune.tasks.squad import METRICS as SQUAD_METRICS
 from pipeline.finetune.tasks.squad import SquadTask, squad
 from pipeline.finetune.tasks.table import table
+from pipeline.errors import ConfigError
+from pipeline.settings import SuiteSettings
 
 
 def _declared(data: Mapping[str, Any]) -> list[str]:  # table and hf_dataset: task.data.metrics, or their default
@@ -35,5 +37,15 @@ def reported_metrics(data: Mapping[str, Any]) -> list[str] | None:
     return None if found is None else list(found)
 
 
+def check_columns(suite: SuiteSettings) -> None:
+    """Each column of a suite asks for a metric its task's loader reports (a loader from elsewhere: checked when
+    the report reads its results)."""
+    for i, col in enumerate(suite.columns):
+        reports = reported_metrics(suite.tasks[col.task].data)
+        if col.metric is not None and reports is not None and col.metric not in reports:
+            raise ConfigError(f"suite.columns[{i}].metric={col.metric!r} is not allowed: expected one of the "
+                              f"metrics task {col.task} reports ({', '.join(reports)})")
+
+
 __all__ = ["METRICS", "Example", "TaskData", "score", "bible_sections", "glue", "GLUE_TASKS", "table", "NerTask",
-           "conll", "hf_dataset", "SquadTask", "squad", "reported_metrics"]
+           "conll", "hf_dataset", "SquadTask", "squad", "reported_metrics", "check_columns"]
