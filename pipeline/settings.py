@@ -448,6 +448,15 @@ PLL_KINDS = ("token", "word")  # zero_shot.pll: Salazar et al.'s PLL, or Kauf & 
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlongSettings(Settings):
+    """BLiMP scored along the baseline's pretraining, at every validation (``fixed/blimp``): its own data setting,
+    so pointing ``zero_shot.data`` at BLiMP scores the exports without rerunning pretraining."""
+    KEY = "zero_shot.along"
+    data: str | None = setting(TEXT.or_null(" (not scored along pretraining)"))
+    pairs: int = setting(POSITIVE_INT)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ZeroShotSettings(Settings):
     """BLiMP scored zero-shot (``pipeline.zero_shot``); ``data`` null: not configured, the stages score nothing."""
     KEY = "zero_shot"
@@ -461,6 +470,7 @@ class ZeroShotSettings(Settings):
         " (the model's positions)"))
     ngram_order: int = setting(POSITIVE_INT)
     batch_size: int = setting(POSITIVE_INT)
+    along: AlongSettings = group(AlongSettings)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """The pretraining engine: objectives, presets, optimisers, budgets, resume after a kill, failure handling."""
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -20,6 +21,10 @@ from pipeline.model.bert import BertConfig, BertForPreTraining, num_parameters, 
 from pipeline.optim import build_optimizer
 from pipeline.pretrain.module import BertPretraining
 from pipeline.pretrain.run import model_config
+from pipeline.data.tokenizer import load_tokenizer
+from pipeline.model.registry import architecture
+from pipeline.zero_shot.along import along_pretraining
+from pipeline.zero_shot.run import score_folder
 
 
 # --------------------------------------------------------------------------- #
@@ -294,3 +299,41 @@ def test_pretraining_with_length_grouped_batches(small_data):
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((root / "grouped" / "metrics" / "pretrain.json").read_text())
     assert m["steps"] == 12 and m["val/loss"] > 0
+
+
+def _blimp_folder(folder: Path) -> Path:
+    """Two hand-made paradigms in BLiMP's file format."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = {"agreement_a": [("the man is here .", "the man are here ."), ("the sons are good .", "the sons is good .")],
+             "order_b": [("and god said .", "said god and ."), ("the light was good .", "good the was light .")]}
+    for uid, rows in pairs.items():
+        with open(folder / f"{uid}.jsonl", "w", encoding="utf-8") as f:
+            for i, (good, bad) in enumerate(rows):
+                f.write(json.dumps({"sentence_good": good, "sentence_bad": bad, "field": "syntax", "UID": uid,
+                                    "linguistics_term": "agreement" if uid.startswith("agr") else "order",
+                                    "pairID": str(i)}) + "\n")
+    return folder
+
+
+def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_training(small_data, tmp_path):
+    root, paths = small_data
+    extra = ["trainer.max_steps=6", "trainer.val_check_interval=3", "tracking.log_model=false"]
+    along = [f"zero_shot.along.data={_blimp_folder(tmp_path / 'blimp')}", "zero_shot.along.pairs=1"]
+    for name, more in (("plain", []), ("along", along)):
+        r = subprocess.run(_pretrain_args(root, paths, name, *extra, *more), cwd=ROOT, env=_env(root),
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    metrics = {n: json.loads((root / n / "metrics" / "pretrain.json").read_text()) for n in ("plain", "along")}
+    for key in ("val/loss", "val/mlm_acc", "fixed/acc_masked", "fixed/loss_masked"):
+        assert metrics["along"][key] == metrics["plain"][key], key  # scoring draws nothing and trains nothing
+    curves = {n: list(csv.DictReader(open(root / n / "plots" / "pretrain_fixed.csv"))) for n in ("plain", "along")}
+    assert [r["step"] for r in curves["along"]] == [r["step"] for r in curves["plain"]]
+    scores = [float(r["blimp"]) for r in curves["along"]]
+    assert len(scores) == len(curves["plain"]) and all(s in (0.0, 0.5, 1.0) for s in scores)  # 2 paradigms x 1 pair
+    blimp = validate(compose([f"zero_shot.data={tmp_path / 'blimp'}", "zero_shot.pairs=1"]))["zero_shot"]
+    assert scores[-1] == score_folder(root / "along" / "out" / "hf", blimp).summary()["overall"]  # as the export scores
+    assert "blimp" not in curves["plain"][0]
+    settings = validate(compose([*along]))["zero_shot"]
+    tok = load_tokenizer(root / "tokenizer")
+    assert along_pretraining(settings, architecture("bert"), tok, baseline=False) is None  # the baseline's only
+    assert along_pretraining(validate(compose())["zero_shot"], architecture("bert"), tok, baseline=True) is None

@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import lightning.pytorch as L
 import torch
@@ -73,6 +74,9 @@ class PretrainingModule(L.LightningModule):
 
     model: torch.nn.Module
     FIXED_BATCH = 64  # sequences per forward pass over the fixed evaluation set
+    # BLiMP along pretraining (``pipeline.zero_shot.along``): the network -> its overall accuracy, logged as
+    # ``fixed/blimp`` at every validation; set by the pretrain stage on a baseline run when configured.
+    along: Callable[[torch.nn.Module], float | None] | None = None
 
     @classmethod
     def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
@@ -138,6 +142,8 @@ class PretrainingModule(L.LightningModule):
         if self.eval_set is not None:
             for k, v in {**self.fixed_metrics(), **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
                 self.log(k, v)
+        if self.along is not None and (blimp := self.along(self.model)) is not None:
+            self.log("fixed/blimp", blimp)
 
     @torch.no_grad()
     def fixed_metrics(self) -> dict[str, float]:

@@ -35,7 +35,9 @@ from pipeline.model.registry import architecture
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
 from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.pretrain.objectives import METRIC_PREFIX, metric_prefix
+from pipeline.settings import ZeroShotSettings
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
+from pipeline.zero_shot.along import along_pretraining
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
 warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
@@ -121,6 +123,7 @@ def build_module(cfg: DictConfig, tok) -> PretrainingModule:
     ``model.init_from``."""
     arch = architecture(model_architecture(cfg))
     module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
+    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok, baseline=not cfg.get("variant"))
     if cfg.model.get("init_from"):
         module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
@@ -226,7 +229,7 @@ def _scratch_dir():
 
 # The fixed evaluation set along training (``plots/pretrain_fixed.csv``): what the report's learning curves draw.
 FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", "fixed/loss_masked",
-               "fixed/tokens", "fixed/token_slots", "fixed/flops", "fixed/seconds")
+               "fixed/tokens", "fixed/token_slots", "fixed/flops", "fixed/seconds", "fixed/blimp")
 
 
 def write_curves(client, run_id: str, plots_dir: Path) -> None:
