@@ -505,7 +505,7 @@ def _zero_shot(overall: float) -> dict:
 def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_papers_numbers(tmp_path):
     import matplotlib.pyplot as plt
 
-    from pipeline.report.figures import grammar_figure
+    from pipeline.report.figures import along_figure, grammar_figure
 
     m = tmp_path / "metrics"
     cfg = _ci_report_config(tmp_path)
@@ -514,6 +514,11 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))
         write_json(f"{run.metrics}/finetune.json", _finetune(SCORES[name], run.pretrain_seed))
         write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
+        if run.variant == "baseline":  # scored along pretraining: 50% at first, rising 4 points a validation
+            fixed = Path(run.plots, "pretrain_fixed.csv")
+            lines = fixed.read_text().splitlines()
+            fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{0.5 + 0.04 * i + 0.01 * run.pretrain_seed}"
+                                                               for i, line in enumerate(lines[1:]))]) + "\n")
     write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
     res = build_report(cfg)
     zs = res["zero_shot"]
@@ -528,6 +533,15 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     md = (tmp_path / "reports" / "report.md").read_text()
     assert "## Zero-shot grammar (BLiMP)" in md and "GPT-2 83.0" in md and "human 88.6" in md
     assert "n-gram floor (3-gram)" in md and (tmp_path / "reports" / "figures" / "blimp_objective.png").exists()
+    along = zs["along"]
+    assert along["runs"] == 2 and [p["step"] for p in along["points"]] == [25, 50, 75, 100]
+    assert [p["blimp"]["units"] for p in along["points"]][1] == pytest.approx([0.54, 0.55])
+    assert along["blimp_above_chance"] == 75  # 2 runs: t(1) makes the interval 12.7 sd wide; at 50 it reaches 48%
+    assert "### Along pretraining" in md and (tmp_path / "reports" / "figures" / "blimp_along.png").exists()
+    fig = along_figure(along, zs["floor"])
+    _assert_honest(fig)
+    assert {"chance 50%", "3-gram floor 55.0%"} <= {t.get_text() for t in fig.axes[1].texts}
+    plt.close(fig)
     fig = grammar_figure(objective, zs["floor"], "Objective")
     _assert_honest(fig)
     names = [t.get_text() for t in fig.axes[0].texts]

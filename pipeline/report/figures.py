@@ -241,6 +241,43 @@ def contextuality_figure(probe: dict):
     return fig
 
 
+def along_figure(along: dict, floor: dict | None):
+    """The baseline along pretraining, against steps: the fixed set's masked accuracy with the count-based floors
+    (left) and BLiMP with its interval over runs, chance and the n-gram floor (right), each line named."""
+    fig, (ax_fixed, ax_blimp) = plt.subplots(1, 2, figsize=(11, 4.0), sharex=True)
+    steps = [p["step"] for p in along["points"]]
+    ax_fixed.plot(steps, [100 * p["fixed"] for p in along["points"]], "o-", color=COLORS[0], lw=1.5, markersize=3,
+                  label=f"baseline (mean of {along['runs']} run{'s' if along['runs'] > 1 else ''})")
+    blimp = [p["blimp"] for p in along["points"]]
+    ax_blimp.plot(steps, [100 * b["mean"] for b in blimp], "o-", color=COLORS[0], lw=1.5, markersize=3,
+                  label="baseline (mean over runs)")
+    if all(b["low"] is not None for b in blimp):
+        ax_blimp.fill_between(steps, [100 * b["low"] for b in blimp], [100 * b["high"] for b in blimp],
+                              color=COLORS[0], alpha=0.2, lw=0, label="95% interval over runs")
+    lines = [(ax_fixed, 100 * f["accuracy"], f"{f['short']} {100 * f['accuracy']:.1f}%") for f in along["fixed_floors"]]
+    lines.append((ax_blimp, 50.0, "chance 50%"))
+    if floor:
+        lines.append((ax_blimp, 100 * floor["overall"], f"{floor['order']}-gram floor {100 * floor['overall']:.1f}%"))
+    for ax, y, name in lines:
+        ax.axhline(y, **REFERENCE, label=name)  # named by the text at its right end
+        ax.annotate(name, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=7, color="#333")
+    ax_fixed.set(xlabel="pretraining step", ylabel="accuracy at the fixed set's masked positions (%)",
+                 title="fixed evaluation set", ylim=(0, max([y for ax, y, _ in lines if ax is ax_fixed] +
+                                                             [ax_fixed.get_ylim()[1]]) + 3))
+    low = min([y for ax, y, _ in lines if ax is ax_blimp] + [ax_blimp.get_ylim()[0]])
+    ax_blimp.set(xlabel="pretraining step", ylabel="BLiMP accuracy, mean over paradigms (%)",
+                 title="BLiMP along pretraining", ylim=(min(low, 45) - 2, max(ax_blimp.get_ylim()[1], 60) + 2))
+    for ax in (ax_fixed, ax_blimp):
+        ax.grid(alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        named = {name for a, _, name in lines if a is ax}
+        ax.legend([h for h, t in zip(handles, labels) if t not in named], [t for t in labels if t not in named],
+                  fontsize=7, loc="lower right")
+    fig.tight_layout(rect=(0, 0, 0.93, 1))
+    return fig
+
+
 def grammar_figure(fam: dict, floor: dict | None, title: str):
     """BLiMP per phenomenon: each row's mean over its pretraining runs (a dot with its interval), the n-gram floor
     per phenomenon (grey crosses), chance (50%) and the floor's overall score as named lines."""

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Mapping
 
 from pipeline.io import read_json
-from pipeline.report.fixed import interval
+from pipeline.report.fixed import crossing, interval, read_curve
 from pipeline.report.stats import compare, pooled_variance
+from pipeline.variants import BASELINE
 from pipeline.zero_shot.blimp import PAPER_OVERALL
 
 
@@ -59,7 +60,30 @@ def family(fam: dict, scored: dict[str, list[dict]], floor: dict | None, confide
             (out[0]["label"] if out else None), "rows": out}
 
 
-def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict | None, confidence: float) -> dict:
+def along(runs: Mapping[str, Mapping], fixed_floors: list[dict], confidence: float) -> dict | None:
+    """BLiMP along the baseline's pretraining (``fixed/blimp`` in its runs' fixed-set curves, ``zero_shot.along``):
+    at each validation the mean over runs of the fixed set's masked accuracy and the BLiMP interval over runs;
+    where the fixed-set mean first rises above each count-based floor (``fixed_floors``: name, short, accuracy)
+    and where BLiMP's mean first rises above chance. None when no baseline run was scored along pretraining."""
+    curves = [c for c in (read_curve(r.get("plots")) for r in runs.values() if r.get("variant") == BASELINE)
+              if c and all("blimp" in point for point in c)]
+    if not curves:
+        return None
+    n = min(len(c) for c in curves)
+    mean = lambda key, j: sum(c[j][key] for c in curves) / len(curves)  # noqa: E731
+    points = [{"step": int(mean("step", j)), "tokens": mean("tokens", j) if all("tokens" in c[j] for c in curves)
+               else None, "fixed": mean("acc_masked", j),
+               "blimp": interval([c[j]["blimp"] for c in curves], confidence)} for j in range(n)]
+    mean_curve = [{"acc_masked": p["fixed"], "blimp": p["blimp"]["mean"], "step": p["step"]} for p in points]
+    crossed = {f["name"]: (crossing(mean_curve, f["accuracy"]) or {}).get("step") for f in fixed_floors}
+    above_chance = next((p["step"] for p in points if p["blimp"]["low"] is not None and p["blimp"]["low"] > 0.5),
+                        None)
+    return {"runs": len(curves), "points": points, "fixed_crossed": crossed, "blimp_above_chance": above_chance,
+            "fixed_floors": fixed_floors}
+
+
+def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict | None, confidence: float,
+                fixed_floors: list[dict] = ()) -> dict:
     """BLiMP for the grid: every family's rows, the floor, the paper's numbers; ``scored`` False when nothing
     was (zero_shot.data not configured)."""
     summaries = read_runs(runs)
@@ -71,5 +95,6 @@ def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict |
                                                                               "order", "excluded_total")},
             "paper": PAPER_OVERALL, "published": floor.get("published") if floor else None,
             "families": [family(f, scored, floor, confidence) for f in families if f["kind"] == "variant"],
+            "along": along(runs, list(fixed_floors), confidence),
             "per_run": {name: s["overall"] for name, s in summaries.items()},
             "mean": {v: round(sum(s["overall"] for s in ss) / len(ss), 6) for v, ss in scored.items()}}

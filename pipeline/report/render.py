@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.report.figures import (bars_figure, contextuality_figure, curves_figure, fixed_curves_figure,
-                                     grammar_figure, png, suite_figure)
+from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
+                                     fixed_curves_figure, grammar_figure, png, suite_figure)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent
 
 
@@ -210,6 +210,34 @@ def grammar_section(doc: "Doc", zs: dict) -> None:
     """BLiMP, zero-shot: a table per family (overall and every phenomenon per row, the verdicts), the paper's
     numbers beside them, and a figure per family."""
     doc.heading("Zero-shot grammar (BLiMP)")
+    if zs["scored"]:
+        grammar_tables(doc, zs)
+    if zs.get("along"):
+        along_section(doc, zs["along"], zs["floor"])
+
+
+def along_section(doc: "Doc", along: dict, floor: dict | None) -> None:
+    """BLiMP along the baseline's pretraining, beside its fixed-set accuracy and where that crosses the floors."""
+    doc.heading("Along pretraining", level=3)
+    crossed = [f"{f['label']} at step {along['fixed_crossed'][f['name']]:,.0f}" if along["fixed_crossed"].get(f["name"])
+               is not None else f"not {f['label']}" for f in along["fixed_floors"]]
+    chance = along["blimp_above_chance"]
+    doc.para(f"The baseline ({along['runs']} pretraining run{'s' if along['runs'] > 1 else ''}) scored on a fixed "
+             "subset of BLiMP (zero_shot.along.pairs of each paradigm) at every validation. Its fixed-set mean "
+             f"crossed: {'; '.join(crossed) or 'no floor'}. BLiMP's interval over runs first lies above chance (50%) "
+             + (f"at step {chance:,}." if chance is not None else "at no validation.")
+             + (f" The n-gram floor ({100 * floor['overall']:.1f}%) was scored on zero_shot.pairs of each paradigm, "
+                "a superset of these pairs." if floor else ""), cls="note")
+    doc.table(["step", "tokens seen", "fixed set, masked (%)", "BLiMP along (%)"],
+              [[f"{p['step']:,}", f"{p['tokens']:,.0f}" if p["tokens"] is not None else "—", f"{100 * p['fixed']:.1f}",
+                fixed_cell(p["blimp"])] for p in along["points"]],
+              caption="The baseline along pretraining: the fixed set and BLiMP at each validation (mean over runs; "
+                      "BLiMP with its 95% interval)")
+    doc.figure("blimp_along.png", along_figure(along, floor), "BLiMP along the baseline's pretraining")
+
+
+def grammar_tables(doc: "Doc", zs: dict) -> None:
+    """Each family's BLiMP table and figure, the floor and the published numbers beside them."""
     floor = zs["floor"]
     doc.para("Each row scored on BLiMP's minimal pairs with no training: a pair is right when the grammatical "
              "sentence gets the higher log-likelihood (BERT: pseudo-log-likelihood; a left-to-right LM and ELMo: "
@@ -403,7 +431,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
     for fam in res["families"]:
         family_section(doc, fam, res)
 
-    if res.get("zero_shot", {}).get("scored"):
+    if res.get("zero_shot", {}).get("scored") or res.get("zero_shot", {}).get("along"):
         grammar_section(doc, res["zero_shot"])
     if probe and probe.get("models"):
         polysemy_section(doc, probe)

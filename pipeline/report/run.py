@@ -50,7 +50,8 @@ def run(cfg: DictConfig) -> dict:
 def add_grammar(res: dict, runs: dict, floor: dict | None, confidence: float) -> None:
     """BLiMP zero-shot (``pipeline.report.grammar``) into the results, and each row's overall score and the
     floor's into ``summary.json``."""
-    res["zero_shot"] = grammar.grid_result(res["families"], runs, floor, confidence)
+    res["zero_shot"] = grammar.grid_result(res["families"], runs, floor, confidence,
+                                           (res.get("intrinsic") or {}).get("floors", []))
     for variant, mean in res["zero_shot"]["mean"].items():
         res["summary"].setdefault(variant, {})["blimp_overall"] = mean
     if res["zero_shot"]["floor"]:
