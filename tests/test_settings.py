@@ -123,23 +123,26 @@ def test_the_checks_that_ran_after_compute_fail_at_validation(overrides, message
     assert _refused(overrides).startswith(message)
 
 
-def test_the_check_conf_stage_refuses_them_too(tmp_path):
-    plain = OmegaConf.to_container(compose())  # a params.yaml edited by hand (composing conf/ refuses it already)
+def _unknown_family(plain: dict) -> None:  # a params.yaml edited by hand (composing conf/ refuses it already)
     plain["grid"]["families"] = ["pretraining", "nope"]
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(plain))
-    with pytest.raises(ConfigError, match=r"grid.families: \['nope'\] not defined"):
-        check_params(params)
 
 
-def test_the_check_conf_stage_checks_every_variant_of_the_grid(tmp_path):
-    """A variant's bad setting stops the pipeline before the baseline's compute, not at the variant's own stages."""
-    plain = OmegaConf.to_container(compose())
+def _bad_variant(plain: dict) -> None:  # a variant's bad setting, which only its own stages would read
     plain["family"]["mask_ratio"]["mask_ratio_150"] = ["masking.mlm_probability=1.5"]
     plain["grid"]["pretrain"] = ["mask_ratio_40", "mask_ratio_150"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_unknown_family, r"grid.families: \['nope'\] not defined"),
+    (_bad_variant, r"^masking.mlm_probability=1.5 is not allowed"),
+])
+def test_the_check_conf_stage_refuses_them_and_checks_every_variant_of_the_grid(tmp_path, edit, message):
+    """Before the baseline's compute: a late check, and a variant's bad setting, not at the variant's own stages."""
+    plain = OmegaConf.to_container(compose())
+    edit(plain)
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(plain))
-    with pytest.raises(ConfigError, match=r"^masking.mlm_probability=1.5 is not allowed"):
+    with pytest.raises(ConfigError, match=message):
         check_params(params)
 
 

@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -71,6 +71,18 @@ def _line_error(path: Path, n: int, what: str) -> DataError:
     return DataError(f"{path}:{n}: {what}")
 
 
+def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file; a line that is not JSON is refused."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _line_error(path, n, f"not valid JSON ({e.msg} at column {e.colno})") from None
+
+
 def read_paradigm(path: str | Path, pairs: int | None = None) -> Paradigm:
     """One ``<UID>.jsonl`` file; every line is checked, the first ``pairs`` are kept (all with None).
 
@@ -80,32 +92,25 @@ def read_paradigm(path: str | Path, pairs: int | None = None) -> Paradigm:
     path = Path(path)
     rows: list[dict] = []
     first: dict | None = None
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise _line_error(path, n, f"not valid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(row, dict):
-                raise _line_error(path, n, f"expected a JSON object, found {type(row).__name__}")
-            missing = [k for k in KEYS if k not in row]
-            if missing:
-                raise _line_error(path, n, f"lacks {', '.join(missing)}")
-            for k in ("sentence_good", "sentence_bad", *SHARED):
-                if not isinstance(row[k], str) or not row[k].strip():
-                    raise _line_error(path, n, f"{k}={row[k]!r}: expected a non-empty string")
-            if first is None:
-                first = {**row, "line": n}
-                if row["UID"] != path.stem:
-                    raise _line_error(path, n, f"UID={row['UID']!r} differs from the file's name {path.stem!r}")
-            for k in SHARED:
-                a, b = (first[k], row[k]) if k != "field" else (normalise_field(first[k]), normalise_field(row[k]))
-                if a != b:
-                    raise _line_error(path, n, f"{k}={row[k]!r} differs from line {first['line']}'s {first[k]!r}: "
-                                               "one paradigm per file")
-            rows.append(row)
+    for n, row in _json_lines(path):
+        if not isinstance(row, dict):
+            raise _line_error(path, n, f"expected a JSON object, found {type(row).__name__}")
+        missing = [k for k in KEYS if k not in row]
+        if missing:
+            raise _line_error(path, n, f"lacks {', '.join(missing)}")
+        for k in ("sentence_good", "sentence_bad", *SHARED):
+            if not isinstance(row[k], str) or not row[k].strip():
+                raise _line_error(path, n, f"{k}={row[k]!r}: expected a non-empty string")
+        if first is None:
+            first = {**row, "line": n}
+            if row["UID"] != path.stem:
+                raise _line_error(path, n, f"UID={row['UID']!r} differs from the file's name {path.stem!r}")
+        for k in SHARED:
+            a, b = (first[k], row[k]) if k != "field" else (normalise_field(first[k]), normalise_field(row[k]))
+            if a != b:
+                raise _line_error(path, n, f"{k}={row[k]!r} differs from line {first['line']}'s {first[k]!r}: "
+                                           "one paradigm per file")
+        rows.append(row)
     if first is None:
         raise DataError(f"{path}: no pairs in it")
     rows = rows[:pairs] if pairs is not None else rows
@@ -233,24 +238,20 @@ def read_published(folder: str | Path) -> Published:
     phenomenon: dict[str, dict[str, float]] = {m: {} for m in PUBLISHED_MODELS}
     overall: dict[str, float] = {}
     terms: dict[str, str] = {}
-    with open(models, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                uid, term = row["UID"], row["linguistics_term"]
-                for m in PUBLISHED_MODELS:
-                    if uid == "overall" and term == "overall":
-                        overall[m] = float(row[m])
-                    elif uid == "overall":
-                        phenomenon[m][term] = float(row[m])
-                    else:
-                        accuracy[m][uid] = float(row[m])
-                if uid != "overall":
-                    terms[uid] = term
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise _line_error(models, n, f"not a summary line ({type(e).__name__}: {e})") from None
+    for n, row in _json_lines(models):
+        try:
+            uid, term = row["UID"], row["linguistics_term"]
+            for m in PUBLISHED_MODELS:
+                if uid == "overall" and term == "overall":
+                    overall[m] = float(row[m])
+                elif uid == "overall":
+                    phenomenon[m][term] = float(row[m])
+                else:
+                    accuracy[m][uid] = float(row[m])
+            if uid != "overall":
+                terms[uid] = term
+        except (KeyError, TypeError, ValueError) as e:
+            raise _line_error(models, n, f"not a summary line ({type(e).__name__}: {e})") from None
     released = set(accuracy["ngram"])
     dropped = []
     with open(humans, encoding="utf-8", newline="") as f:

@@ -14,9 +14,9 @@ from omegaconf import DictConfig
 
 from pipeline.data.tokenizer import CLS, load_tokenizer
 from pipeline.io import write_json
-from pipeline.settings import ModelSettings, RuntimeSettings, ZeroShotSettings
+from pipeline.settings import ModelSettings, RuntimeSettings
 from pipeline.zero_shot.blimp import load, read_published
-from pipeline.zero_shot.run import unless_configured
+from pipeline.zero_shot.run import configured
 from pipeline.zero_shot.score import evaluate, ngram_scorer
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,8 @@ log = logging.getLogger(__name__)
 
 def run(cfg: DictConfig) -> dict:
     """Count the n-gram LM on ``paths.pairs``'s training text and score BLiMP with it."""
-    settings = ZeroShotSettings.read(cfg.zero_shot)
-    out = Path(cfg.paths.metrics) / "zero_shot_floor.json"
-    if (skipped := unless_configured(settings, out)) is not None:
+    settings, out, skipped = configured(cfg, "zero_shot_floor")
+    if skipped is not None:
         return skipped
     start = time.perf_counter()
     paradigms = load(settings.data, settings.paradigms, settings.pairs)  # bad data fails before counting

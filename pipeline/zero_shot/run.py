@@ -57,13 +57,16 @@ def not_configured() -> dict[str, Any]:
     return {"configured": False, "reason": NOT_CONFIGURED, "scored": False, "overall": None}
 
 
-def unless_configured(settings: ZeroShotSettings, out: Path) -> dict[str, Any] | None:
-    """Without a BLiMP folder: ``out`` says nothing was configured and that summary is returned; else None."""
+def configured(cfg: DictConfig, name: str) -> tuple[ZeroShotSettings, Path, dict[str, Any] | None]:
+    """A zero_shot stage's settings, its output ``<metrics>/<name>.json``, and, without a BLiMP folder, the
+    summary saying nothing was configured (already written to the output; else None)."""
+    settings = ZeroShotSettings.read(cfg.zero_shot)
+    out = Path(cfg.paths.metrics) / f"{name}.json"
     if settings.data is not None:
-        return None
+        return settings, out, None
     log.info(NOT_CONFIGURED)
     write_json(out, not_configured())
-    return not_configured()
+    return settings, out, not_configured()
 
 
 def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
@@ -76,9 +79,8 @@ def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
 
 def run(cfg: DictConfig) -> dict:
     """Score ``paths.pretrain``'s export on BLiMP under the ``zero_shot`` settings."""
-    settings = ZeroShotSettings.read(cfg.zero_shot)
-    out = Path(cfg.paths.metrics) / "zero_shot.json"
-    if (skipped := unless_configured(settings, out)) is not None:
+    settings, out, skipped = configured(cfg, "zero_shot")
+    if skipped is not None:
         return skipped
     start = time.perf_counter()
     summary = score_folder(Path(cfg.paths.pretrain) / "hf", settings,
