@@ -319,7 +319,7 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
     root, paths = small_data
     extra = ["trainer.max_steps=6", "trainer.val_check_interval=3", "tracking.log_model=false"]
     along = [f"zero_shot.along.data={_blimp_folder(tmp_path / 'blimp')}", "zero_shot.along.pairs=1"]
-    for name, more in (("plain", []), ("along", along)):
+    for name, more in (("plain", []), ("along", [*along, "variant=baseline"])):  # as the DVC stage names it
         r = subprocess.run(_pretrain_args(root, paths, name, *extra, *more), cwd=ROOT, env=_env(root),
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]

@@ -37,6 +37,7 @@ from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.pretrain.objectives import METRIC_PREFIX, metric_prefix
 from pipeline.settings import ZeroShotSettings
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
+from pipeline.variants import BASELINE
 from pipeline.zero_shot.along import along_pretraining
 
 # Model FLOPs utilisation is not computed on CPU runs; tokens/s and samples/s are.
@@ -123,7 +124,8 @@ def build_module(cfg: DictConfig, tok) -> PretrainingModule:
     ``model.init_from``."""
     arch = architecture(model_architecture(cfg))
     module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
-    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok, baseline=not cfg.get("variant"))
+    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok,
+                                     baseline=cfg.get("variant") in (None, BASELINE))
     if cfg.model.get("init_from"):
         module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
