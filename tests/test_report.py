@@ -514,11 +514,13 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc))
         write_json(f"{run.metrics}/finetune.json", _finetune(SCORES[name], run.pretrain_seed))
         write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
-        if run.variant == "baseline":  # scored along pretraining: 50% at first, rising 4 points a validation
-            fixed = Path(run.plots, "pretrain_fixed.csv")
+        if run.variant == "baseline":  # scored along pretraining: 50% at first, rising 4 points a validation;
+            fixed = Path(run.plots, "pretrain_fixed.csv")  # the second run from its second validation (resumed)
             lines = fixed.read_text().splitlines()
-            fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{0.5 + 0.04 * i + 0.01 * run.pretrain_seed}"
-                                                               for i, line in enumerate(lines[1:]))]) + "\n")
+            blimp = [f"{0.5 + 0.04 * i + 0.01 * run.pretrain_seed}" if i or not run.pretrain_seed else ""
+                     for i in range(len(lines) - 1)]
+            fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{b}" for line, b in zip(lines[1:], blimp))])
+                             + "\n")
     write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
     res = build_report(cfg)
     zs = res["zero_shot"]
@@ -535,7 +537,7 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     assert "n-gram floor (3-gram)" in md and (tmp_path / "reports" / "figures" / "blimp_objective.png").exists()
     along = zs["along"]
     assert along["runs"] == 2 and [p["step"] for p in along["points"]] == [25, 50, 75, 100]
-    assert [p["blimp"]["units"] for p in along["points"]][1] == pytest.approx([0.54, 0.55])
+    assert [p["blimp"]["units"] for p in along["points"]][:2] == [pytest.approx([0.5]), pytest.approx([0.54, 0.55])]
     assert along["blimp_above_chance"] == 75  # 2 runs: t(1) makes the interval 12.7 sd wide; at 50 it reaches 48%
     assert "### Along pretraining" in md and (tmp_path / "reports" / "figures" / "blimp_along.png").exists()
     fig = along_figure(along, zs["floor"])

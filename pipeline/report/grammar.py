@@ -62,18 +62,20 @@ def family(fam: dict, scored: dict[str, list[dict]], floor: dict | None, confide
 
 def along(runs: Mapping[str, Mapping], fixed_floors: list[dict], confidence: float) -> dict | None:
     """BLiMP along the baseline's pretraining (``fixed/blimp`` in its runs' fixed-set curves, ``zero_shot.along``):
-    at each validation the mean over runs of the fixed set's masked accuracy and the BLiMP interval over runs;
+    at each validation the mean over runs of the fixed set's masked accuracy and the BLiMP interval over the runs
+    scored there;
     where the fixed-set mean first rises above each count-based floor (``fixed_floors``: name, short, accuracy)
     and where BLiMP's mean first rises above chance. None when no baseline run was scored along pretraining."""
     curves = [c for c in (read_curve(r.get("plots")) for r in runs.values() if r.get("variant") == BASELINE)
-              if c and all("blimp" in point for point in c)]
+              if any("blimp" in point for point in c)]  # a run resumed with it turned on: from its resumption
     if not curves:
         return None
     n = min(len(c) for c in curves)
     mean = lambda key, j: sum(c[j][key] for c in curves) / len(curves)  # noqa: E731
     points = [{"step": int(mean("step", j)), "tokens": mean("tokens", j) if all("tokens" in c[j] for c in curves)
                else None, "fixed": mean("acc_masked", j),
-               "blimp": interval([c[j]["blimp"] for c in curves], confidence)} for j in range(n)]
+               "blimp": interval([c[j]["blimp"] for c in curves if "blimp" in c[j]], confidence)} for j in range(n)]
+    points = [p for p in points if p["blimp"]]
     mean_curve = [{"acc_masked": p["fixed"], "blimp": p["blimp"]["mean"], "step": p["step"]} for p in points]
     crossed = {f["name"]: (crossing(mean_curve, f["accuracy"]) or {}).get("step") for f in fixed_floors}
     above_chance = next((p["step"] for p in points if p["blimp"]["low"] is not None and p["blimp"]["low"] > 0.5),

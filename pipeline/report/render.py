@@ -223,7 +223,8 @@ def along_section(doc: "Doc", along: dict, floor: dict | None) -> None:
                is not None else f"not {f['label']}" for f in along["fixed_floors"]]
     chance = along["blimp_above_chance"]
     doc.para(f"The baseline ({along['runs']} pretraining run{'s' if along['runs'] > 1 else ''}) scored on a fixed "
-             "subset of BLiMP (zero_shot.along.pairs of each paradigm) at every validation. Its fixed-set mean "
+             "subset of BLiMP (zero_shot.along.pairs of each paradigm) at every validation; a run resumed with the "
+             "setting turned on counts from its resumption. Its fixed-set mean "
              f"crossed: {'; '.join(crossed) or 'no floor'}. BLiMP's interval over runs first lies above chance (50%) "
              + (f"at step {chance:,}." if chance is not None else "at no validation.")
              + (f" The n-gram floor ({100 * floor['overall']:.1f}%) was scored on zero_shot.pairs of each paradigm, "
@@ -232,7 +233,7 @@ def along_section(doc: "Doc", along: dict, floor: dict | None) -> None:
               [[f"{p['step']:,}", f"{p['tokens']:,.0f}" if p["tokens"] is not None else "—", f"{100 * p['fixed']:.1f}",
                 fixed_cell(p["blimp"])] for p in along["points"]],
               caption="The baseline along pretraining: the fixed set and BLiMP at each validation (mean over runs; "
-                      "BLiMP with its 95% interval)")
+                      "BLiMP with its 95% interval over the runs scored there)")
     doc.figure("blimp_along.png", along_figure(along, floor), "BLiMP along the baseline's pretraining")
 
 
