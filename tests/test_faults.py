@@ -135,6 +135,7 @@ def test_sigkill_in_every_stage_then_rerun_completes_with_the_same_results(refer
     assert leftovers == [], leftovers  # temporaries of killed runs are cleaned up by the reruns
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 def test_a_write_that_fails_part_way_names_the_path_and_keeps_the_old_output(reference, tmp_path):
     """A file-size limit (the kernel refuses writes past it, as on a full disk) hits prepare_corpus mid-file."""
     ref, _ = reference
@@ -160,6 +161,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 @pytest.mark.parametrize("stage", ["pretrain", "finetune"])
 def test_an_unreachable_tracking_server_fails_before_any_compute(reference, tmp_path, stage):
     ref, _ = reference
@@ -178,6 +180,7 @@ def test_an_unreachable_tracking_server_fails_before_any_compute(reference, tmp_
     assert time.perf_counter() - start < 60
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 def test_a_corrupted_checkpoint_is_named_not_a_torch_traceback(reference, tmp_path):
     ref, _ = reference
     for d in DATA:
@@ -199,6 +202,7 @@ def test_a_corrupted_checkpoint_is_named_not_a_torch_traceback(reference, tmp_pa
     assert ckpt.exists()  # nothing deleted behind the user's back
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 def test_a_corrupted_export_is_named(reference, tmp_path):
     ref, _ = reference
     shutil.copytree(ref / "pretrain", tmp_path / "pretrain")
@@ -212,6 +216,7 @@ def test_a_corrupted_export_is_named(reference, tmp_path):
     assert "Traceback" not in r.stderr and not (tmp_path / "metrics").exists()
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 def test_no_environment_variable_or_credential_reaches_mlflow(reference):
     ref, _ = reference
     from mlflow.tracking import MlflowClient
@@ -225,6 +230,7 @@ def test_no_environment_variable_or_credential_reaches_mlflow(reference):
         assert not any(k.startswith(("env.", "AWS_", "MLFLOW_")) for k in run.data.params)
 
 
+@pytest.mark.slow  # the reference pipeline run behind these takes a minute (CI runs the slow marker too)
 def test_fine_tuning_runs_nest_under_their_pretraining_run_with_the_summary(reference):
     """In MLflow: pretrain run > the finetune stage's run (the summary) > one run per (mode, seed); the pretrain
     run carries the downstream scores; the experiment opens on its runs (MLflow 3's experiment kind)."""

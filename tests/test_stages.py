@@ -110,6 +110,7 @@ def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
     assert list(result["modes"]) == ["pretrained", "tfidf"]
 
 
+@pytest.mark.slow  # half a minute: a transformers checkpoint fine-tuned in every mode (CI runs the slow marker too)
 def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
     """A folder as published BERTs ship: weights, config.json, vocab.txt and no tokenizer.json."""
     import shutil

@@ -8,7 +8,7 @@ One line of ``ARCHITECTURES`` per architecture names its parts:
 * ``network`` -- what pretraining trains and the export holds; its ``layer_states`` are
   what downstream tasks read (``pipeline.model.downstream``);
 * ``pretraining`` -- its LightningModule (``pipeline.pretrain``), built by ``from_setup``;
-* ``scorer`` -- how it scores a sentence zero-shot (``pipeline.zero_shot.score``): its pretrained network
+* ``scorer`` -- how it scores a sentence zero-shot (``pipeline.zero_shot.scorers``): its pretrained network
   and tokenizer -> a sentence scorer (pseudo-log-likelihood, left to right, both directions), or the
   statement that it has no probability of a sentence;
 * ``folder`` -- the format of its export: a Hugging Face folder (``pipeline.model.hf``) or
