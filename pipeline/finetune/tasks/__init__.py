@@ -2,6 +2,7 @@
 ``SquadTask``: questions with answer spans)."""
 from typing import Any, Callable, Mapping, Sequence
 
+from pipeline.errors import ConfigError
 from pipeline.finetune.tasks.base import DEFAULT_METRICS, METRICS, Example, TaskData, chosen_metrics, score
 from pipeline.finetune.tasks.bible import bible_sections
 from pipeline.finetune.tasks.glue import GLUE_TASKS, glue
@@ -10,7 +11,6 @@ from pipeline.finetune.tasks.conll import NER_METRICS, NerTask, conll
 from pipeline.finetune.tasks.squad import METRICS as SQUAD_METRICS
 from pipeline.finetune.tasks.squad import SquadTask, squad
 from pipeline.finetune.tasks.table import table
-from pipeline.errors import ConfigError
 from pipeline.settings import SuiteSettings
 
 
