@@ -29,6 +29,90 @@ def run_stage(stage: str, *overrides: str, cwd: Path = ROOT) -> subprocess.Compl
                           capture_output=True, text=True, timeout=600)
 
 
+def run_stage_here(stage: str, *overrides: str, cwd: Path = ROOT,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``run_stage`` in this process, without paying for importing torch and Lightning again: the config Hydra's
+    ``@hydra.main`` composes from ``key=value`` overrides (not resolved up front, as there), then the entry point's
+    ``pipeline.stage.run_stage``. Its exit status, stdout (log lines included, as Hydra's ``stdout`` job logging
+    prints them), and stderr (warnings and a traceback included, as a subprocess prints them) come back as a
+    ``CompletedProcess``; ``env`` replaces ``os.environ`` for the call. What a subprocess kept to itself is put
+    back afterwards: the environment, the current folder, torch's threads, determinism flags and the random states,
+    logging, and the warning filters. Hydra's own flags (``--cfg``, ``-m``, ``--config-name``) need ``run_stage``."""
+    import contextlib
+    import importlib
+    import io
+    import logging
+    import random
+    import traceback
+    import warnings
+
+    import numpy as np
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from pipeline.stage import run_stage as stage_entry
+
+    assert not any(o.startswith("-") for o in overrides), f"{overrides}: Hydra's flags need run_stage (a subprocess)"
+    fn = importlib.import_module(f"stages.{stage}").run
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    threads, rng = torch.get_num_threads(), (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    determinism = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+                   torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    root = logging.getLogger()
+    loggers = [root] + [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric",
+               "lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")]
+    saved_logging = [(lg, lg.level, lg.handlers[:], lg.filters[:]) for lg in loggers]
+    saved_handler_filters = [(h, h.filters[:]) for lg in loggers for h in lg.handlers]
+    handler = logging.StreamHandler(out)  # Hydra's job_logging=stdout: the root logger, INFO and up, on stdout
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        err.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    returncode = 0
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        os.chdir(cwd)
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            warnings.showwarning = show
+            try:
+                with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+                    cfg = compose("config", overrides=list(overrides))
+                stage_entry(stage, fn, cfg)
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    returncode = e.code or 0
+                else:
+                    print(e.code, file=sys.stderr)
+                    returncode = 1
+            except Exception:
+                traceback.print_exc()
+                returncode = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        torch.set_num_threads(threads)
+        torch.set_rng_state(rng[0])
+        np.random.set_state(rng[1])
+        random.setstate(rng[2])
+        torch.use_deterministic_algorithms(determinism[0], warn_only=determinism[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = determinism[2:]
+        for lg, level, handlers, filters in saved_logging:
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.filters[:] = filters
+        for h, filters in saved_handler_filters:
+            h.filters[:] = filters
+    return subprocess.CompletedProcess([sys.executable, "-m", f"stages.{stage}", *overrides], returncode,
+                                       out.getvalue(), err.getvalue())
+
+
 def vocab_txt_pair(vocab_txt: Path, folder: Path, lowercase: bool):
     """(ours, the original) built from a vocab.txt-only BERT folder: ``load_tokenizer`` and ``BertTokenizerLegacy``."""
     import json

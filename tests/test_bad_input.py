@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT, original_ids, run_stage, vocab_txt_pair
+from conftest import ROOT, original_ids, run_stage, run_stage_here, vocab_txt_pair
 from pipeline.data.corpus import bible_documents, prepare_corpus, text_documents
 from pipeline.data.pairs import make_examples
 from pipeline.data.shards import PairsDataset
@@ -89,7 +89,7 @@ def test_a_config_key_that_does_not_exist_is_named(tmp_path):
     ("masking.whole_word=sometimes", "masking.whole_word='sometimes' is not allowed: expected true or false"),
 ])
 def test_a_value_of_the_wrong_type_is_named(tmp_path, override, message):
-    r = run_stage("pretrain", override, f"paths.metrics={tmp_path}")
+    r = run_stage_here("pretrain", override, f"paths.metrics={tmp_path}")
     assert r.returncode == 2
     assert _stage_error(r) == f"error: pretrain: {message}"
     assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_stage, run_stage_here
 
 
 def test_params_yaml_is_conf_composed():
@@ -88,7 +88,7 @@ def test_a_params_yaml_composed_from_an_older_conf_is_refused(tmp_path):
     assert conf_hash(conf) != before
     with pytest.raises(ConfigError, match="params.yaml was composed from an older conf/.*dvc exp run"):
         check_fresh(OmegaConf.create({"conf_hash": before}), conf)
-    r = run_stage("prepare_corpus", "conf_hash=0123456789abcdef", f"paths.corpus={tmp_path / 'corpus'}")
+    r = run_stage_here("prepare_corpus", "conf_hash=0123456789abcdef", f"paths.corpus={tmp_path / 'corpus'}")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "python -m pipeline.config" in r.stderr, r.stderr
     assert not (tmp_path / "corpus").exists()
 

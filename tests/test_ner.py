@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from conftest import run_stage, tiny_export
+from conftest import run_stage_here, tiny_export
 from pipeline.errors import DataError
 from pipeline.finetune.tasks.conll import conll, read_conll, to_iob2
 
@@ -139,8 +139,8 @@ def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
     tiny_export(tmp_path)
     _synthetic_conll(tmp_path / "train.txt", 80, 0)
     _synthetic_conll(tmp_path / "dev.txt", 20, 1)
-    r = run_stage("finetune", "task=conll2003", f"task.data.train={tmp_path / 'train.txt'}",
-                  f"task.data.dev={tmp_path / 'dev.txt'}", "finetune.epochs=3", "finetune.seeds=[0]",
+    r = run_stage_here("finetune", "task=conll2003", f"task.data.train={tmp_path / 'train.txt'}",
+                       f"task.data.dev={tmp_path / 'dev.txt'}", "finetune.epochs=3", "finetune.seeds=[0]",
                   f"finetune.modes=[{','.join(MODES)}]",
                   "finetune.lr=3e-3", "runtime.progress=false", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
                   f"paths.pretrain={tmp_path / 'pretrain'}", f"paths.metrics={tmp_path / 'metrics'}")

@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_stage, run_stage_here
 from pipeline.config import compose, validate
 from pipeline.model.bert import BertConfig, BertForPreTraining, num_parameters, pretraining_loss
 from pipeline.optim import build_optimizer
@@ -136,19 +136,30 @@ def test_optimisers_exclude_layernorm_and_biases_from_decay_and_learn(name):
 # --------------------------------------------------------------------------- #
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    """Corpus, tokenizer and pairs at the tiny experiment's size, built by the stages themselves."""
+    """Corpus, tokenizer and pairs at the tiny experiment's size, built by the stages themselves (in this process;
+    the eval_set stage through its entry point, its one run as a person runs it in the fast suite)."""
     root = tmp_path_factory.mktemp("pretrain")
     paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "eval_set", "metrics", "plots")]
     for stage in ("prepare_corpus", "train_wordpiece", "make_pairs", "eval_set"):
-        r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths)
+        r = (run_stage if stage == "eval_set" else run_stage_here)(stage, "experiment=tiny", "runtime.progress=false",
+                                                                    *paths)
         assert r.returncode == 0, r.stderr
     return root, paths
 
 
-def _pretrain_args(root: Path, paths: list[str], name: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "stages.pretrain", "experiment=tiny", "runtime.progress=false", *paths,
+def _pretrain_overrides(root: Path, paths: list[str], name: str, *extra: str) -> list[str]:
+    return ["experiment=tiny", "runtime.progress=false", *paths,
             f"paths.pretrain={root / name / 'out'}", f"paths.metrics={root / name / 'metrics'}",
             f"paths.checkpoints={root / name / 'ckpt'}", f"paths.plots={root / name / 'plots'}", *extra]
+
+
+def _pretrain_args(root: Path, paths: list[str], name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "stages.pretrain", *_pretrain_overrides(root, paths, name, *extra)]
+
+
+def _pretrain_here(root: Path, paths: list[str], name: str, *extra: str) -> subprocess.CompletedProcess:
+    """The pretrain stage in this process (``run_stage_here``), with the run's own MLflow store."""
+    return run_stage_here("pretrain", *_pretrain_overrides(root, paths, name, *extra), env=_env(root))
 
 
 def _env(root: Path) -> dict:
@@ -188,8 +199,7 @@ def test_a_killed_run_resumes_where_it_stopped_and_ends_like_an_uninterrupted_on
 
 def test_a_wall_clock_budget_stops_training_and_is_recorded(small_data):
     root, paths = small_data
-    r = subprocess.run(_pretrain_args(root, paths, "budget", "trainer.max_steps=100000", "trainer.max_time=00:00:00:03"),
-                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    r = _pretrain_here(root, paths, "budget", "trainer.max_steps=100000", "trainer.max_time=00:00:00:03")
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = json.loads((root / "budget" / "metrics" / "pretrain.json").read_text())
     assert metrics["stopped_by"] == "max_time" and 0 < metrics["steps"] < 100000
@@ -198,9 +208,8 @@ def test_a_wall_clock_budget_stops_training_and_is_recorded(small_data):
 
 def test_a_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(small_data):
     root, paths = small_data
-    r = subprocess.run(_pretrain_args(root, paths, "nan", "trainer.max_steps=200", "trainer.checkpoint_every_n_steps=1",
-                                      "optim.lr=1e12", "optim.warmup_ratio=0.0", "optim.gradient_clip_val=1e30"),
-                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    r = _pretrain_here(root, paths, "nan", "trainer.max_steps=200", "trainer.checkpoint_every_n_steps=1",
+                       "optim.lr=1e12", "optim.warmup_ratio=0.0", "optim.gradient_clip_val=1e30")
     assert r.returncode == 2, r.stderr[-2000:]
     line = r.stderr.strip().splitlines()[-1]
     assert line.startswith("error: pretrain:") and "training stopped" in line and "ckpt" in line, line
@@ -224,9 +233,8 @@ def test_pretraining_starts_from_a_hugging_face_folder(small_data, tmp_path):
     assert (config.hidden_size, config.num_attention_heads) == (48, 3)  # the folder's config wins
     with pytest.raises(Exception, match="vocab_size"):
         model_config(cfg, vocab + 1)
-    r = subprocess.run(_pretrain_args(root, paths, "init", f"model.init_from={tmp_path / 'hf'}",
-                                      "trainer.max_steps=2", "trainer.val_check_interval=1"),
-                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    r = _pretrain_here(root, paths, "init", f"model.init_from={tmp_path / 'hf'}", "trainer.max_steps=2",
+                       "trainer.val_check_interval=1")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "starting from the weights in" in r.stdout + r.stderr
     exported = json.loads((root / "init" / "out" / "hf" / "config.json").read_text())
@@ -238,9 +246,8 @@ def test_pretraining_under_bf16_mixed_with_the_fused_optimiser_and_clipping(smal
     """experiment=bert_base's settings (bf16-mixed, fused AdamW, gradient clipping) train: Lightning alone
     refuses to clip for a fused optimiser under any mixed precision."""
     root, paths = small_data
-    r = subprocess.run(_pretrain_args(root, paths, "bf16", "runtime.precision=bf16-mixed", "runtime.fused_optimizer=true",
-                                      "trainer.max_steps=3", "trainer.val_check_interval=3"),
-                       cwd=ROOT, env=_env(root), capture_output=True, text=True, timeout=600)
+    r = _pretrain_here(root, paths, "bf16", "runtime.precision=bf16-mixed", "runtime.fused_optimizer=true",
+                       "trainer.max_steps=3", "trainer.val_check_interval=3")
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = json.loads((root / "bf16" / "metrics" / "pretrain.json").read_text())
     assert metrics["steps"] == 3 and math.isfinite(metrics["val/loss"])
@@ -293,9 +300,8 @@ def test_length_grouped_batches_cut_padding_and_cover_each_share_once():
 
 def test_pretraining_with_length_grouped_batches(small_data):
     root, paths = small_data
-    r = subprocess.run(_pretrain_args(root, paths, "grouped", "trainer.max_steps=12", "trainer.val_check_interval=6",
-                                      "trainer.length_grouped=true"), cwd=ROOT, env=_env(root), capture_output=True,
-                       text=True, timeout=600)
+    r = _pretrain_here(root, paths, "grouped", "trainer.max_steps=12", "trainer.val_check_interval=6",
+                       "trainer.length_grouped=true")
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((root / "grouped" / "metrics" / "pretrain.json").read_text())
     assert m["steps"] == 12 and m["val/loss"] > 0
@@ -320,8 +326,7 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
     extra = ["trainer.max_steps=6", "trainer.val_check_interval=3", "tracking.log_model=false"]
     along = [f"zero_shot.along.data={_blimp_folder(tmp_path / 'blimp')}", "zero_shot.along.pairs=1"]
     for name, more in (("plain", []), ("along", [*along, "variant=baseline"])):  # as the DVC stage names it
-        r = subprocess.run(_pretrain_args(root, paths, name, *extra, *more), cwd=ROOT, env=_env(root),
-                           capture_output=True, text=True, timeout=600)
+        r = _pretrain_here(root, paths, name, *extra, *more)
         assert r.returncode == 0, r.stderr[-2000:]
     metrics = {n: json.loads((root / n / "metrics" / "pretrain.json").read_text()) for n in ("plain", "along")}
     for key in ("val/loss", "val/mlm_acc", "fixed/acc_masked", "fixed/loss_masked"):

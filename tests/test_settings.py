@@ -14,7 +14,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_stage_here
 from pipeline.check_conf import check_params
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
@@ -95,7 +95,7 @@ def test_a_missing_key_is_named():
 
 
 def test_a_stage_names_an_unknown_key_in_one_line_before_any_work(tmp_path):
-    r = run_stage("prepare_corpus", "+corpus.colour=red", f"paths.corpus={tmp_path / 'corpus'}",
+    r = run_stage_here("prepare_corpus", "+corpus.colour=red", f"paths.corpus={tmp_path / 'corpus'}",
                   f"paths.metrics={tmp_path / 'metrics'}")
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == ["error: prepare_corpus: corpus.colour is not a setting: expected one "
@@ -147,7 +147,7 @@ def test_the_check_conf_stage_refuses_them_and_checks_every_variant_of_the_grid(
 
 
 def test_make_pairs_refuses_a_share_beyond_the_machines_before_any_work(tmp_path):
-    r = run_stage("make_pairs", "runtime.parts=2", "runtime.part=5", f"paths.pairs={tmp_path / 'p'}",
+    r = run_stage_here("make_pairs", "runtime.parts=2", "runtime.part=5", f"paths.pairs={tmp_path / 'p'}",
                   f"paths.metrics={tmp_path / 'm'}")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: make_pairs: runtime.part=5 is not allowed: expected an integer in [0, runtime.parts=2)"], r.stderr

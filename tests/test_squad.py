@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import run_stage, shared_data, tiny_export
+from conftest import run_stage_here, shared_data, tiny_export
 from pipeline.errors import DataError
 from pipeline.finetune.answers import (best_threshold, evaluate, exact_match, f1, normalize_answer,
                                        question_scores, read_predictions)
@@ -306,7 +306,7 @@ def test_the_overlap_baseline_answers_next_to_the_question_s_words():
 def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     tiny_export(tmp_path)
     f = write_squad(tmp_path / "all.json", qa_passages(30, 0))
-    r = run_stage("finetune", "task=squad", f"task.data.train={f}", "task.data.dev=null",
+    r = run_stage_here("finetune", "task=squad", f"task.data.train={f}", "task.data.dev=null",
                   "task.data.split_fraction=0.3",
                   "task.max_seq_length=64", "task.data.doc_stride=16", "finetune.epochs=1", "finetune.seeds=[0]",
                   "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, run_stage, shared_data, tiny_export
+from conftest import ROOT, run_stage, run_stage_here, shared_data, tiny_export
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 
@@ -39,7 +39,7 @@ def test_prepare_corpus_bad_corpus(tmp_path, content, fragment):
     f = tmp_path / "corpus.txt"
     if content is not None:
         f.write_text(content)
-    r = run_stage("prepare_corpus", "corpus=text", f"corpus.source.paths=[{f}]", "runtime.progress=false",
+    r = run_stage_here("prepare_corpus", "corpus=text", f"corpus.source.paths=[{f}]", "runtime.progress=false",
                   *_paths(tmp_path))
     _assert_clean_failure(r, "prepare_corpus", fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == (["corpus.txt"] if content is not None else [])
@@ -50,7 +50,7 @@ def test_prepare_corpus_bad_corpus(tmp_path, content, fragment):
     ("model.hidden_size=129", "model.hidden_size=129 is not allowed: expected a multiple of"),
 ])
 def test_pretrain_bad_settings(tmp_path, override, fragment):
-    r = run_stage("pretrain", override, *_paths(tmp_path))
+    r = run_stage_here("pretrain", override, *_paths(tmp_path))
     _assert_clean_failure(r, "pretrain", fragment)
     assert list(tmp_path.iterdir()) == []
 
@@ -77,7 +77,7 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
 
     glue_dir = shared_data("glue")
     tiny_export(tmp_path)
-    r = run_stage("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
+    r = run_stage_here("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
                   "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
                   f"finetune.modes=[{','.join(MODES)}]",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
@@ -99,7 +99,7 @@ def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
     """finetune@<run>-sst2 of suite=table6: SST-2 from the suite's GLUE folder, written under metrics/tasks/sst2."""
     glue_dir = shared_data("glue")
     tiny_export(tmp_path)
-    r = run_stage("finetune", "suite=table6", "suite_task=sst2", f"suite.glue_dir={glue_dir}",
+    r = run_stage_here("finetune", "suite=table6", "suite_task=sst2", f"suite.glue_dir={glue_dir}",
                   "suite.tasks.sst2.data.train_size=64", "suite.tasks.sst2.data.dev_size=32", "finetune.epochs=1",
                   "finetune.seeds=[0]", "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))

@@ -504,15 +504,15 @@ def _stage_paths(tmp_path, pretrain):
 def test_the_stage_scores_a_run_writes_its_summary_and_logs_each_phenomenon_on_its_mlflow_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from conftest import run_stage
+    from conftest import run_stage_here
     from pipeline.io import read_json, write_json
 
     pretrain = tiny_export(tmp_path)
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     run_id = client.create_run(client.create_experiment("bert-lab")).info.run_id
     write_json(pretrain / "run.json", {"mlflow_run_id": run_id})
-    r = run_stage("zero_shot", *_stage_paths(tmp_path, pretrain), f"zero_shot.data={_blimp_folder(tmp_path / 'b')}",
-                  "zero_shot.pairs=2", "tracking.experiment=bert-lab")
+    r = run_stage_here("zero_shot", *_stage_paths(tmp_path, pretrain), f"zero_shot.data={_blimp_folder(tmp_path / 'b')}",
+                       "zero_shot.pairs=2", "tracking.experiment=bert-lab")
     assert r.returncode == 0, r.stderr[-2000:]
     summary = read_json(tmp_path / "metrics" / "zero_shot.json")
     assert summary["configured"] and summary["method"] == "pll" and summary["pairs_per_paradigm"] == 2
