@@ -71,7 +71,10 @@ def along(runs: Mapping[str, Mapping], fixed_floors: list[dict], confidence: flo
     if not curves:
         return None
     n = min(len(c) for c in curves)
-    mean = lambda key, j: sum(c[j][key] for c in curves) / len(curves)  # noqa: E731
+
+    def mean(key: str, j: int) -> float:
+        return sum(c[j][key] for c in curves) / len(curves)
+
     points = [{"step": int(mean("step", j)), "tokens": mean("tokens", j) if all("tokens" in c[j] for c in curves)
                else None, "fixed": mean("acc_masked", j),
                "blimp": interval([c[j]["blimp"] for c in curves if "blimp" in c[j]], confidence)} for j in range(n)]
