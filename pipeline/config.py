@@ -62,8 +62,12 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
 
 
 def sequence_lengths(settings: dict[str, Settings]) -> list[tuple[str, int]]:
-    """Every sequence length the model must take: the examples', the task's and each suite task's."""
+    """Every sequence length the model must take: the examples', the fixed set's and the layout probe's, the
+    task's and each suite task's."""
     out = [("pairs.max_seq_length", settings["pairs"].max_seq_length)] if "pairs" in settings else []
+    if "eval_set" in settings:
+        out.append(("eval_set.max_seq_length", settings["eval_set"].max_seq_length))
+        out += [(f"eval_set.layout.lengths[{i}]", n) for i, n in enumerate(settings["eval_set"].layout.lengths)]
     if "task" in settings:
         out.append(("task.max_seq_length", settings["task"].max_seq_length))
     if "suite" in settings:

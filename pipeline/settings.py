@@ -195,10 +195,26 @@ class MaskingSettings(Corruption):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LayoutSettings(Settings):
+    """The layout probe (``pipeline.data.layout``): single segments of each length, and natural sentence pairs."""
+    KEY = "eval_set.layout"
+    lengths: tuple[int, ...] = setting(list_of(integer(4), "a non-empty list of lengths >= 4 ([CLS], two pieces, "
+                                                          "[SEP])"))
+    rows: int = setting(POSITIVE_INT)
+
+    def check(self, key: str) -> None:
+        distinct("lengths (each is a cell of the probe)").check(f"{key}.lengths", self.lengths)
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvalSetSettings(Corruption):
     KEY = "eval_set"
+    max_seq_length: int = setting(integer(5, expected="an integer >= 5 ([CLS], two [SEP] and a piece of A and of "
+                                                      "B)"))
+    short_seq_prob: float = setting(PROBABILITY)
     mlm_probability: float = setting(number(0, 1, low_open=True, high_open=True, expected="a share in (0, 1)"))
     max_sequences: int | None = setting(POSITIVE_INT.or_null(" (optional: all valid examples)"))
+    layout: LayoutSettings = group(LayoutSettings)
 
     def check(self, key: str) -> None:
         super().check(key)

@@ -10,12 +10,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.data.eval_set import KINDS, NOT_SCORED, EvalSet, EvalSetConfig, build, score_floors, write
+from pipeline.data.encoded import encode_documents_to_corpus
+from pipeline.data.eval_set import (KINDS, NOT_SCORED, EvalSet, EvalSetConfig, build, row_batches, score_floors,
+                                    score_probe_floors, write)
+from pipeline.data.layout import WHERE, build as build_probe
 from pipeline.data.ngram import FLOORS, FLOORS_OF, NgramTables
 from pipeline.data.shards import FORMAT_VERSION, PairsDataset
+from pipeline.errors import DataError
 from pipeline.pretrain.objectives import metric_prefix
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
+VOCAB = 1000  # the held-out split's pieces are their own positions
 
 
 def write_pairs(folder: Path, examples: list[list[int]], type1: list[int] | None = None) -> PairsDataset:
@@ -90,11 +95,103 @@ def test_the_set_scores_text_only_in_the_recipe_s_shares_and_does_not_depend_on_
     assert (c["kind"] != a["kind"]).any()
 
 
-def test_a_written_set_reads_back_in_batches_of_any_size(valid, tmp_path):
+@pytest.fixture(scope="module")
+def held_out(tmp_path_factory):
+    """An encoded held-out split: 12 documents of 2-9 sentences of 3-14 pieces, each piece its own position in
+    the corpus plus 5 (clear of the special ids), so a row's text tells where it was cut."""
+    rng = np.random.default_rng(1)
+    docs, t = [], 0
+    for _ in range(12):
+        doc = []
+        for n in rng.integers(3, 15, int(rng.integers(2, 10))):
+            doc.append([5 + t + i for i in range(n)])
+            t += n
+        docs.append(doc)
+    return encode_documents_to_corpus(docs, tmp_path_factory.mktemp("held_out") / "corpus", VOCAB)
+
+
+@pytest.fixture(scope="module")
+def held_out_small(held_out, tmp_path_factory):
+    """The held-out split's documents in a vocabulary of 60 (each piece's position modulo 50, plus 5)."""
+    docs = [[[5 + (int(t) - 5) % 50 for t in s] for s in held_out.document(d)] for d in range(held_out.n_documents)]
+    return encode_documents_to_corpus(docs, tmp_path_factory.mktemp("held_out_small") / "corpus", 60)
+
+
+def probe_of(corpus, lengths=(8, 16), rows=10, seed=0):
+    return build_probe(corpus, lengths=lengths, rows=rows, seed=seed, cls_id=CLS, sep_id=SEP, mask_id=MASK,
+                       source="held-out")
+
+
+def write_set(folder: Path, arrays, probe, floors=None, probe_floors=None):
+    return write(folder, arrays, probe, EvalSetConfig(seed=3), {"lengths": [8, 16], "rows": 10},
+                 floors if floors is not None else {}, probe_floors or {}, 5, SEP)
+
+
+def test_the_layout_probe_hides_one_piece_of_consecutive_text_in_each_layout(held_out):
+    probe = probe_of(held_out)
+    a, cells = probe.arrays, probe.cells
+    assert [c.name for c in cells] == ["single8_early", "single8_middle", "single8_late", "single16_early",
+                                       "single16_middle", "single16_late", "pair_A", "pair_B"]
+    starts = set(np.asarray(held_out.sentences[:-1]).tolist())
+    windows = {}
+    for r in range(len(a["lengths"])):
+        cell, n = cells[a["cell"][r]], int(a["lengths"][r])
+        ids, hidden = a["input_ids"][r, :n], np.nonzero(a["kind"][r] == 0)[0]
+        assert len(hidden) == 1 and (a["kind"][r] >= 0).sum() == 1             # one question a row
+        assert a["corrupted"][r, hidden[0]] == MASK and ids[hidden[0]] not in (CLS, SEP)
+        assert (np.delete(a["corrupted"][r, :n], hidden) == np.delete(ids, hidden)).all()  # the rest is clean
+        assert ids[0] == CLS and ids[-1] == SEP
+        if cell.layout == "single":
+            assert n == cell.length and (a["token_type_ids"][r, :n] == 0).all() and (ids[1:-1] != SEP).all()
+            start = int(ids[1]) - 5
+            assert (ids[1:-1] == np.arange(start, start + n - 2) + 5).all()   # consecutive text
+            assert start in starts                                            # from a sentence start
+            assert held_out.document_of_token(start) == held_out.document_of_token(start + n - 3)  # one document
+            assert hidden[0] == 1 + int((n - 2) * WHERE[cell.where])
+            windows.setdefault(cell.length, []).append(tuple(ids[1:-1]))
+        else:
+            seps = np.nonzero(ids == SEP)[0]
+            la, lb = seps[0] - 1, n - seps[0] - 2
+            assert len(seps) == 2 and (a["token_type_ids"][r, :n] == (np.arange(n) > seps[0])).all()
+            assert hidden[0] == (1 + la // 2 if cell.where == "A" else seps[0] + 1 + lb // 2)
+            assert ids[seps[0] + 1] == ids[seps[0] - 1] + 1                  # B follows A in the corpus
+            assert ids[1] - 5 in starts and ids[seps[0] + 1] - 5 in starts   # whole sentences
+            assert held_out.document_of_token(int(ids[1]) - 5) == held_out.document_of_token(int(ids[-2]) - 5)
+    for n, ws in windows.items():   # the three offsets of a length read the same windows
+        assert ws[0::3] == ws[1::3] == ws[2::3] and len(set(ws)) == len(ws) // 3
+    # drawn once from the seed: the same rows again, others from another seed
+    assert all((probe_of(held_out).arrays[k] == a[k]).all() for k in a)
+    assert not (probe_of(held_out, seed=1).arrays["input_ids"].shape == a["input_ids"].shape and
+                (probe_of(held_out, seed=1).arrays["input_ids"] == a["input_ids"]).all())
+
+
+def test_a_length_the_held_out_text_cannot_fill_is_refused_naming_the_key(held_out):
+    with pytest.raises(DataError, match=r"held-out: .*eval_set\.layout\.lengths cannot hold 400"):
+        probe_of(held_out, lengths=(8, 400))
+
+
+def test_the_floors_are_scored_on_the_probe_s_positions(held_out, tmp_path):
+    probe = probe_of(held_out)
+    # the tables of the held-out text itself: after each piece always the next one, so the bigram is never wrong
+    # where it can read its left neighbour ([CLS] before a segment: the table saw it before the first piece)
+    docs = [[np.asarray(s).tolist() for s in held_out.document(d)] for d in range(held_out.n_documents)]
+    train = write_pairs(tmp_path / "train", [[CLS, *[t for s in doc for t in s], SEP] for doc in docs])
+    floors = score_probe_floors(NgramTables.count(train, VOCAB, special=[PAD, CLS, SEP, MASK]), probe, MASK)
+    assert set(floors) == set(FLOORS) and set(floors["left"]) == {c.name for c in probe.cells}
+    assert floors["left"]["single16_middle"] == 1.0 and floors["clean_left_right"]["pair_B"] == 1.0
+    assert floors["majority"]["single16_middle"] < 0.5
+
+
+def test_a_written_set_reads_back_in_batches_of_any_size(valid, held_out, tmp_path):
     arrays = build(valid, EvalSetConfig(seed=3), mask_id=MASK, cls_id=CLS, sep_id=SEP, vocab_size=60)
-    write(tmp_path / "set", arrays, EvalSetConfig(seed=3), Path("v"), {"majority": {"masked": 0.1}}, 5)
+    probe = probe_of(held_out)
+    write_set(tmp_path / "set", arrays, probe, {"majority": {"masked": 0.1}}, {"majority": {"pair_A": 0.2}})
     es = EvalSet(tmp_path / "set")
     assert len(es) == 300 and es.floors == {"majority": {"masked": 0.1}}
+    assert es.probe.cells == probe.cells and all((es.probe.arrays[k] == probe.arrays[k]).all() for k in probe.arrays)
+    assert es.meta["layout"]["floors"] == {"majority": {"pair_A": 0.2}}
+    assert [c["rows"] for c in es.meta["layout"]["cells"]] == [10] * 8
+    assert es.meta["stats"]["sequences"] == 300 and 0 <= es.meta["stats"]["actual_next"] <= 1
     for size in (7, 300):
         batches = list(es.batches(size))
         kinds = torch.cat([b["kind"][b["kind"] >= 0] for b in batches])
@@ -128,7 +225,7 @@ def test_every_kind_of_language_model_has_its_floors():
 # --------------------------------------------------------------------------- #
 # Each kind of model scored on the set: what it reads, one position at a time
 # --------------------------------------------------------------------------- #
-def _modules(tmp_path, valid):
+def _modules(tmp_path, valid, probe):
     from pipeline.data.masking import MaskingConfig
     from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig
     from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
@@ -136,7 +233,7 @@ def _modules(tmp_path, valid):
 
     arrays = build(valid, EvalSetConfig(seed=5, max_sequences=40), mask_id=MASK, cls_id=CLS, sep_id=SEP,
                    vocab_size=60)
-    write(tmp_path / "set", arrays, EvalSetConfig(seed=5), Path("v"), {}, 0)
+    write_set(tmp_path / "set", arrays, probe)
     es = EvalSet(tmp_path / "set")
     common = dict(optim={}, max_steps=1, seed=0, cls_id=CLS, sep_id=SEP, eval_set=es)
     bert = dict(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -176,8 +273,8 @@ def _reference_logprobs(kind: str, module, clean: torch.Tensor, corrupted: torch
 
 
 @pytest.mark.parametrize("kind", ["mlm", "ltr", "bilm", "cbow", "skipgram"])
-def test_each_kind_of_model_is_scored_on_what_it_reads(valid, tmp_path, kind):
-    es, modules = _modules(tmp_path, valid)
+def test_each_kind_of_model_is_scored_on_what_it_reads(valid, held_out_small, tmp_path, kind):
+    es, modules = _modules(tmp_path, valid, probe_of(held_out_small))
     module = modules[kind].eval()
     a = es.arrays
     with torch.no_grad():
@@ -199,3 +296,12 @@ def test_each_kind_of_model_is_scored_on_what_it_reads(valid, tmp_path, kind):
         small = module.fixed_metrics()
         module.FIXED_BATCH = 64
         assert module.fixed_metrics() == pytest.approx(small, abs=1e-6)
+        # the layout probe: each cell's share of the rows whose hidden piece the model predicts, the same whatever
+        # the batching
+        batch = next(row_batches(es.probe.arrays, len(es.probe.arrays["lengths"])))
+        p, _ = module.fixed_scores(batch)
+        hits = (p == batch["input_ids"][batch["kind"] >= 0]).numpy()
+        expected = {f"layout/{k}": v for k, v in es.probe.accuracy(hits).items()}
+        assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)
+        module.FIXED_BATCH = 3
+        assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)

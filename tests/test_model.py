@@ -39,6 +39,10 @@ def random_ids(B=2, T=10, seed=0):
     (dict(hidden_act="swish"), "model.hidden_act='swish' is not allowed: expected one of gelu, relu"),
     (dict(pad_token_id=100), "model.pad_token_id=100 is not allowed: expected a token id in [0, model.vocab_size=100)"),
     (dict(layer_norm_eps=0), "model.layer_norm_eps=0 is not allowed: expected a positive number"),
+    (dict(attention_init="sinusoidal"), "model.attention_init='sinusoidal' is not allowed: expected one of normal, "
+                                        "local"),
+    (dict(attention_init="local"), "model.attention_init='local' is not allowed: expected normal with heads of 8 "
+                                   "dimensions (local needs heads of at least 32)"),
 ])
 def test_config_rejects_bad_values_naming_key_and_value(overrides, message):
     with pytest.raises(ValueError) as e:
@@ -119,6 +123,55 @@ def test_init_as_hugging_face():
     assert torch.all(model.bert.encoder.layer[0].attention.self.query.bias == 0)
     assert torch.all(model.cls.predictions.bias == 0)
     assert torch.all(model.bert.embeddings.LayerNorm.weight == 1)
+
+
+def local_model(**overrides) -> BertModel:
+    torch.manual_seed(0)
+    return BertModel(tiny(hidden_size=128, num_attention_heads=2, intermediate_size=256, max_position_embeddings=128,
+                          attention_init="local", **overrides))
+
+
+def first_layer_attention(model: BertModel, layer: int, T: int) -> torch.Tensor:
+    """(B, heads, T, T) the attention weights of ``layer``'s heads on random pieces of length T."""
+    x = model.embeddings(random_ids(B=4, T=T))
+    for block in model.encoder.layer[:layer]:
+        x = block(x, None, False)
+    att = model.encoder.layer[layer].attention.self
+    B, nh, hd = x.shape[0], att.num_heads, att.head_size
+    q, k = (f(x).view(B, T, nh, hd).transpose(1, 2) for f in (att.query, att.key))
+    return torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5, -1)
+
+
+@pytest.mark.parametrize("T", [16, 128])
+def test_local_init_starts_each_first_layer_head_on_one_neighbour_at_any_length(T):
+    """attention_init=local: head 0 of the first layer reads the piece before, head 1 the piece after, at every
+    position and whatever the length; the second layer's heads two pieces away."""
+    model = local_model()
+    i = torch.arange(2, T - 2)
+    for layer, deltas in enumerate(((-1, 1), (-2, 2))):
+        a = first_layer_attention(model, layer, T)
+        for head, delta in enumerate(deltas):
+            assert a[:, head, i, i + delta].mean() > (0.6 if layer == 0 else 0.3)
+    normal = BertModel(tiny(hidden_size=128, num_attention_heads=2, intermediate_size=256, max_position_embeddings=128))
+    assert first_layer_attention(normal, 0, T)[:, 0, i, i - 1].mean() < 2 / T  # BERT's init: spread over all
+
+
+def test_local_init_keeps_the_rest_as_bert_s_and_loads_in_transformers(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    model = local_model()
+    emb = model.embeddings
+    assert torch.all(emb.word_embeddings.weight[:, -32:] == 0) and torch.all(emb.position_embeddings.weight[:, :-32] == 0)
+    assert 0.015 < emb.word_embeddings.weight[5:, :-32].std() < 0.025   # the tokens' other dimensions: N(0, 0.02)
+    assert 0.015 < model.encoder.layer[1].intermediate.dense.weight.std() < 0.025
+    assert torch.all(model.encoder.layer[0].attention.self.value.weight.std() > 0.015)
+    pre = BertForPreTraining(model.config)
+    save_hf(pre.eval(), tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["attention_init"] == "local"   # how its weights started; transformers keeps it as an attribute
+    hf = transformers.BertForMaskedLM.from_pretrained(tmp_path / "export").eval()
+    ids = random_ids(T=40)
+    with torch.no_grad():
+        assert torch.allclose(hf(ids).logits, pre(ids).mlm_logits, atol=1e-5)
 
 
 def test_gathered_logits_and_loss_equal_full():

@@ -1,13 +1,20 @@
-"""The fixed evaluation set: held-out sequences with scored positions drawn once, the same for every variant.
+"""The fixed evaluation set and the layout probe: held-out text with scored positions drawn once, the same for
+every variant.
 
-Each row's own validation accuracy is measured on its own masking (a 40% row
-predicts more and sees less), so it does not compare across rows. This set
-does: the valid split of the baseline's examples, ``mlm_probability`` of each
+Each row's own validation accuracy is measured on its own examples and masking
+(a 40% row predicts more and sees less; a row of 16-piece examples is asked
+about 16-piece sequences), so it does not compare across rows. This set does:
+sentence pairs cut from the held-out split by BERT's original recipe at
+``max_seq_length`` positions (the fine-tuning length, whatever the pretraining
+examples' length; ``short_seq_prob`` of the documents at a shorter target, half
+of the B segments the actual next ones), ``mlm_probability`` of each
 sequence's text pieces chosen once, from ``seed``, and corrupted once by the
 80/10/10 recipe (``mask_token_prob`` / ``random_token_prob`` / ``keep_prob``).
-Every pretraining run -- whatever its mask ratio, masking procedure, NSP or
-depth -- is scored on exactly these positions and this corruption, and so are
-the count-based floors (``pipeline.data.ngram``).
+Every pretraining run -- whatever its examples, mask ratio, masking procedure,
+NSP or depth -- is scored on exactly these positions and this corruption, and
+so are the count-based floors (``pipeline.data.ngram``). Beside it the layout
+probe (``pipeline.data.layout``) asks the same question of single segments of
+each length and of natural sentence pairs, one hidden piece a row.
 
 What each kind of row sees at a scored position:
 
@@ -18,12 +25,13 @@ What each kind of row sees at a scored position:
   the scored piece, only its context (the left side for a left-to-right LM).
 
 A row's positions are chosen per sequence, each with its own seed, so the set
-does not depend on how sequences are batched. Stored as one ``eval_set.npz``
-(right-padded (N, T) arrays) beside ``meta.json``.
+does not depend on how sequences are batched. Stored as ``eval_set.npz`` and
+``layout.npz`` (right-padded (N, T) arrays) beside ``meta.json``.
 """
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
@@ -32,29 +40,40 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from pipeline.data.encoded import EncodedCorpus
+from pipeline.data.layout import Cell, Probe
+from pipeline.data.layout import build as build_probe
 from pipeline.data.masking import MaskingConfig, mask_examples
 from pipeline.data.ngram import FLOORS, NgramTables
+from pipeline.data.pairs import write_examples
 from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.errors import ConfigError, DataError
 from pipeline.io import atomic_dir, read_versioned
 from pipeline.model.config import IGNORE_INDEX
-from pipeline.settings import EvalSetSettings, RuntimeSettings
+from pipeline.settings import EvalSetSettings, LayoutSettings, PairsSettings, RuntimeSettings
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the held-out text cut by the set's own recipe, and the layout probe
 KINDS = ("masked", "replaced", "unchanged")  # what the masked LM sees at a scored position (kind 0, 1, 2)
 NOT_SCORED = -1
 
 
 @dataclass(frozen=True)
 class EvalSetConfig:
-    """The ``eval_set`` settings (checked at start-up by ``pipeline.config.validate``) and the seed."""
+    """The fixed set's settings (``eval_set``, checked at start-up by ``pipeline.config.validate``) and the seed."""
+    max_seq_length: int = 128       # BERT's pair recipe at this length, on the held-out split
+    short_seq_prob: float = 0.1
     mlm_probability: float = 0.15   # share of each sequence's text pieces scored
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
     keep_prob: float = 0.1
     max_sequences: int | None = None   # the first N valid examples; None: all
     seed: int = 0
+
+    def pairs(self) -> PairsSettings:
+        """The held-out sequences' recipe: BERT's pairs at ``max_seq_length``, one pass."""
+        return PairsSettings(format="nsp_pairs", max_seq_length=self.max_seq_length,
+                             short_seq_prob=self.short_seq_prob, dupe_factor=1, shard_tokens=1 << 40)
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(mlm_probability=self.mlm_probability, mask_token_prob=self.mask_token_prob,
@@ -100,8 +119,23 @@ def build(valid: PairsDataset, config: EvalSetConfig, *, mask_id: int, cls_id: i
             "lengths": lengths, "kind": kind, "next_sentence_label": nsp}
 
 
+def row_batches(arrays: dict[str, np.ndarray], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Rows with scored positions (the fixed set's, or the layout probe's) in stored order, as (B, T) tensors
+    padded to the batch's longest: ``input_ids`` (clean), ``corrupted``, ``token_type_ids``, ``attention_mask``,
+    ``kind`` (-1 where not scored)."""
+    for start in range(0, len(arrays["lengths"]), batch_size):
+        sl = slice(start, start + batch_size)
+        T = int(arrays["lengths"][sl].max())
+        lengths = torch.from_numpy(arrays["lengths"][sl].astype(np.int64))
+        yield {"input_ids": torch.from_numpy(arrays["input_ids"][sl, :T].astype(np.int64)),
+               "corrupted": torch.from_numpy(arrays["corrupted"][sl, :T].astype(np.int64)),
+               "token_type_ids": torch.from_numpy(arrays["token_type_ids"][sl, :T].astype(np.int64)),
+               "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),
+               "kind": torch.from_numpy(arrays["kind"][sl, :T].astype(np.int64))}
+
+
 class EvalSet:
-    """A written fixed evaluation set, read whole (a few MB): ``batches`` gives torch tensors."""
+    """A written fixed evaluation set (``arrays``, ``batches``) and its layout probe (``probe``), read whole."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -109,77 +143,109 @@ class EvalSet:
                                    f"has the eval_set stage written {self.path}?", "rerun the eval_set stage")
         with np.load(self.path / "eval_set.npz") as f:
             self.arrays = {k: f[k] for k in f.files}
+        with np.load(self.path / "layout.npz") as f:
+            cells = [Cell(c["layout"], c["length"], c["where"]) for c in self.meta["layout"]["cells"]]
+            self.probe = Probe({k: f[k] for k in f.files}, cells)
 
     def __len__(self) -> int:
         return len(self.arrays["lengths"])
+
+    def batches(self, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+        """The fixed set's rows (``row_batches``)."""
+        return row_batches(self.arrays, batch_size)
 
     @property
     def floors(self) -> dict[str, dict[str, float]]:
         """Each count-based floor's accuracy on the set (``pipeline.data.ngram.FLOORS``), per kind and overall."""
         return self.meta["floors"]
 
-    def batches(self, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        """(B, T) tensors, padded to the batch's longest: ``input_ids`` (clean), ``corrupted``, ``token_type_ids``,
-        ``attention_mask``, ``kind`` (-1 where not scored)."""
-        a = self.arrays
-        for start in range(0, len(self), batch_size):
-            sl = slice(start, start + batch_size)
-            T = int(a["lengths"][sl].max())
-            lengths = torch.from_numpy(a["lengths"][sl].astype(np.int64))
-            yield {"input_ids": torch.from_numpy(a["input_ids"][sl, :T].astype(np.int64)),
-                   "corrupted": torch.from_numpy(a["corrupted"][sl, :T].astype(np.int64)),
-                   "token_type_ids": torch.from_numpy(a["token_type_ids"][sl, :T].astype(np.int64)),
-                   "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),
-                   "kind": torch.from_numpy(a["kind"][sl, :T].astype(np.int64))}
+
+def sequence_stats(arrays: dict[str, np.ndarray], sep_id: int) -> dict:
+    """What the set's sequences look like (the layout a model is scored in): lengths, where the first ``[SEP]``
+    stands, and the share of B segments that follow their A."""
+    lengths = arrays["lengths"]
+    first_sep = (arrays["input_ids"] == sep_id).argmax(1)
+    labels = arrays["next_sentence_label"]
+    pct = lambda v: {f"p{q}": float(np.percentile(v, q)) for q in (10, 50, 90)}  # noqa: E731
+    return {"sequences": int(len(lengths)), "tokens": int(lengths.sum()), "length": pct(lengths),
+            "first_sep": pct(first_sep), "actual_next": round(float((labels == 0).mean()), 6) if len(labels) else 0.0}
 
 
-def write(out: str | Path, arrays: dict[str, np.ndarray], config: EvalSetConfig, source: Path,
-          floors: dict[str, dict[str, float]], counted: int) -> dict:
-    """``out/eval_set.npz`` and ``out/meta.json`` (settings, size, the floors), atomically; returns the meta. The
-    source is named by its split folder only, so the same inputs give the same bytes wherever they lie."""
+def write(out: str | Path, arrays: dict[str, np.ndarray], probe: Probe, config: EvalSetConfig, layout: dict,
+          floors: dict[str, dict[str, float]], probe_floors: dict[str, dict[str, float]], counted: int,
+          sep_id: int) -> dict:
+    """``out/eval_set.npz``, ``out/layout.npz`` and ``out/meta.json`` (settings, what the sequences look like, the
+    probe's cells, the floors on both), atomically; returns the meta."""
     kinds = arrays["kind"]
-    meta = {"format_version": FORMAT_VERSION, "settings": asdict(config),
-            "source": f"paths.pairs/{Path(source).name}",
-            "stats": {"sequences": int(len(arrays["lengths"])), "tokens": int(arrays["lengths"].sum()),
+    meta = {"format_version": FORMAT_VERSION, "settings": asdict(config), "source": "paths.pairs/valid/corpus",
+            "stats": {**sequence_stats(arrays, sep_id),
                       "scored": {k: int((kinds == i).sum()) for i, k in enumerate(KINDS)}},
-            "floors": floors, "floor_tokens_counted": counted}
+            "floors": floors, "floor_tokens_counted": counted,
+            "layout": {"settings": layout, "cells": probe.describe(), "floors": probe_floors}}
     with atomic_dir(out) as tmp:
         np.savez(tmp / "eval_set.npz", **arrays)
+        np.savez(tmp / "layout.npz", **probe.arrays)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return meta
 
 
-def score_floors(tables: NgramTables, arrays: dict[str, np.ndarray], mask_id: int) -> dict[str, dict[str, float]]:
-    """Each count-based floor's accuracy at the set's scored positions, per kind and overall, reading the context
-    its view gives: the corrupted sequence (a masked neighbour is masked for the table too) or the clean one."""
-    kind = arrays["kind"]
-    rows, cols = np.nonzero(kind != NOT_SCORED)
-    targets, kinds = arrays["input_ids"][rows, cols], kind[rows, cols]
+def floor_hits(tables: NgramTables, arrays: dict[str, np.ndarray], mask_id: int) -> dict[str, np.ndarray]:
+    """Each count-based floor's hits (M,) at the scored positions in row-major order, reading the context its view
+    gives: the corrupted sequence (a masked neighbour is masked for the table too) or the clean one."""
+    rows, cols = np.nonzero(arrays["kind"] != NOT_SCORED)
+    targets = arrays["input_ids"][rows, cols]
     out = {}
     for name, floor in FLOORS.items():
         context = arrays["corrupted"] if floor.view == "masked" else arrays["input_ids"]
-        hit = tables.predict(floor.predictor, context, rows, cols, usable=context != mask_id) == targets
-        out[name] = {**{k: round(float(hit[kinds == i].mean()), 6) for i, k in enumerate(KINDS)},
-                     "all": round(float(hit.mean()), 6)}
+        out[name] = tables.predict(floor.predictor, context, rows, cols, usable=context != mask_id) == targets
     return out
 
 
-def settings(cfg: DictConfig) -> EvalSetConfig:
-    """The ``eval_set`` settings; the seed is the pipeline's ``seed`` (the set is drawn once per seed)."""
-    return EvalSetConfig(**asdict(EvalSetSettings.read(cfg.eval_set)), seed=int(cfg.seed))
+def score_floors(tables: NgramTables, arrays: dict[str, np.ndarray], mask_id: int) -> dict[str, dict[str, float]]:
+    """Each count-based floor's accuracy at the set's scored positions, per kind and overall."""
+    kind = arrays["kind"]
+    kinds = kind[kind != NOT_SCORED]
+    return {name: {**{k: round(float(hit[kinds == i].mean()), 6) for i, k in enumerate(KINDS)},
+                   "all": round(float(hit.mean()), 6)}
+            for name, hit in floor_hits(tables, arrays, mask_id).items()}
+
+
+def score_probe_floors(tables: NgramTables, probe: Probe, mask_id: int) -> dict[str, dict[str, float]]:
+    """Each count-based floor's accuracy in each cell of the layout probe (one hidden piece a row)."""
+    return {name: probe.accuracy(hit) for name, hit in floor_hits(tables, probe.arrays, mask_id).items()}
+
+
+def settings(cfg: DictConfig) -> tuple[EvalSetConfig, LayoutSettings]:
+    """The ``eval_set`` settings: the fixed set's (its seed is the pipeline's ``seed``: the set is drawn once per
+    seed) and the layout probe's."""
+    read = EvalSetSettings.read(cfg.eval_set)
+    fixed = {k: v for k, v in asdict(read).items() if k != "layout"}
+    return EvalSetConfig(**fixed, seed=int(cfg.seed)), read.layout
+
+
+def held_out(corpus: EncodedCorpus, config: EvalSetConfig, cls_id: int, sep_id: int, folder: Path) -> PairsDataset:
+    """The held-out split cut into sequences by the fixed set's recipe (``config.pairs``), written to ``folder``."""
+    write_examples(corpus, folder, config.pairs(), seed=config.seed, cls_id=cls_id, sep_id=sep_id, progress=False)
+    return PairsDataset(folder)
 
 
 def run(cfg: DictConfig) -> dict:
-    """The stage: the baseline's valid examples -> ``paths.eval_set``: the set, and in its ``meta.json`` its size
-    and the count-based floors scored on it (counted on the baseline's train examples)."""
-    config = settings(cfg)
+    """The stage: the held-out split (as make_pairs encoded it) -> ``paths.eval_set``: the fixed set, the layout
+    probe, and in ``meta.json`` what they hold and the count-based floors scored on both (counted on the
+    baseline's train examples)."""
+    config, layout = settings(cfg)
     tok = load_tokenizer(cfg.paths.tokenizer)
     ids = special_ids(tok)
     pairs = Path(cfg.paths.pairs)
-    arrays = build(PairsDataset(pairs / "valid"), config, mask_id=ids["mask"], cls_id=ids["cls"],
-                   sep_id=ids["sep"], vocab_size=tok.get_vocab_size())
+    corpus = EncodedCorpus(pairs / "valid" / "corpus")
+    with tempfile.TemporaryDirectory(prefix="bert-lab-eval-set-") as tmp:
+        arrays = build(held_out(corpus, config, ids["cls"], ids["sep"], Path(tmp) / "valid"), config,
+                       mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"], vocab_size=tok.get_vocab_size())
+    probe = build_probe(corpus, lengths=layout.lengths, rows=layout.rows, seed=config.seed, cls_id=ids["cls"],
+                        sep_id=ids["sep"], mask_id=ids["mask"], source=f"{pairs}/valid")
     tables = NgramTables.count(PairsDataset(pairs / "train"), tok.get_vocab_size(),
                                special=[ids[k] for k in ("pad", "cls", "sep", "mask")],
                                progress=RuntimeSettings.read(cfg.runtime).progress)
-    return write(cfg.paths.eval_set, arrays, config, pairs / "valid", score_floors(tables, arrays, ids["mask"]),
-                 tables.n_counted)
+    return write(cfg.paths.eval_set, arrays, probe, config, {"lengths": list(layout.lengths), "rows": layout.rows},
+                 score_floors(tables, arrays, ids["mask"]), score_probe_floors(tables, probe, ids["mask"]),
+                 tables.n_counted, ids["sep"])

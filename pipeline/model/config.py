@@ -22,6 +22,8 @@ from pipeline.values import is_number
 # "gelu" is the exact erf GELU of the original BERT; "gelu_new" the tanh approximation of GPT.
 HIDDEN_ACTS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 IGNORE_INDEX = -100  # the label of a position that is not predicted (cross-entropy's ignore_index)
+ATTENTION_INITS = ("normal", "local")  # BertConfig.attention_init
+LOCAL_FREQUENCIES = 16  # the local initialisation's position code: sine/cosine pairs (2 x 16 dimensions)
 
 
 def _positive_int(v) -> bool:
@@ -73,6 +75,8 @@ class BertConfig(ModelConfig):
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
+    attention_init: str = "normal"  # fresh weights: "normal" (BERT's) or "local" (first-layer heads read their
+                                    # neighbours from the start: pipeline.model.bert.local_attention_init)
 
     architecture: ClassVar[str] = "bert"
     objectives: ClassVar[dict[str, str]] = {"masked": "mlm", "left_to_right": "ltr"}
@@ -103,6 +107,11 @@ class BertConfig(ModelConfig):
                 refuse(key, "a positive number")
         if self.hidden_act not in HIDDEN_ACTS:
             refuse("hidden_act", f"one of {', '.join(HIDDEN_ACTS)}")
+        if self.attention_init not in ATTENTION_INITS:
+            refuse("attention_init", f"one of {', '.join(ATTENTION_INITS)}")
+        if self.attention_init == "local" and self.head_size < 2 * LOCAL_FREQUENCIES:
+            refuse("attention_init", f"normal with heads of {self.head_size} dimensions (local needs heads of at "
+                                     f"least {2 * LOCAL_FREQUENCIES})")
         if isinstance(self.pad_token_id, bool) or not isinstance(self.pad_token_id, int) \
                 or not 0 <= self.pad_token_id < self.vocab_size:
             refuse("pad_token_id", f"a token id in [0, model.vocab_size={self.vocab_size})")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from pipeline.data.eval_set import KINDS, EvalSet
+from pipeline.data.eval_set import KINDS, EvalSet, row_batches
 from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
@@ -77,6 +77,9 @@ class PretrainingModule(L.LightningModule):
     # BLiMP along pretraining (``pipeline.zero_shot.along``): the network -> its overall accuracy, logged as
     # ``fixed/blimp`` at every validation; set by the pretrain stage on a baseline run when configured.
     along: Callable[[torch.nn.Module], float | None] | None = None
+    # The layout probe at every validation (the baseline's runs: its curve along pretraining), or only at the
+    # validation after training (the pretrain stage sets it then): the probe reads ~3x the fixed set's tokens.
+    probe_along: bool = True
 
     @classmethod
     def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
@@ -140,7 +143,8 @@ class PretrainingModule(L.LightningModule):
             self.log("val/perplexity", torch.exp(self.val_lm_loss.compute()))
         self.val_lm_loss.reset()
         if self.eval_set is not None:
-            for k, v in {**self.fixed_metrics(), **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
+            probe = self.probe_metrics() if self.probe_along else {}
+            for k, v in {**self.fixed_metrics(), **probe, **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
                 self.log(k, v)
         if self.along is not None and (blimp := self.along(self.model)) is not None:
             self.log("fixed/blimp", blimp)
@@ -163,6 +167,17 @@ class PretrainingModule(L.LightningModule):
         out = {f"fixed/acc_{k}": float(hits[i] / counts[i]) for i, k in enumerate(KINDS) if counts[i]}
         out["fixed/loss_masked"] = loss / float(counts[0])
         return out
+
+    @torch.no_grad()
+    def probe_metrics(self) -> dict[str, float]:
+        """Accuracy in each cell of the layout probe (``layout/<cell>``, ``pipeline.data.layout``): single segments
+        of each length with the hidden piece early, in the middle and late, and natural sentence pairs."""
+        probe, hits = self.eval_set.probe, []
+        for batch in row_batches(probe.arrays, self.FIXED_BATCH):
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            predictions, _ = self.fixed_scores(batch)
+            hits.append((predictions == batch["input_ids"][batch["kind"] >= 0]).cpu())
+        return {f"layout/{k}": v for k, v in probe.accuracy(torch.cat(hits).numpy()).items()}
 
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``

@@ -72,6 +72,7 @@ def run(cfg: DictConfig) -> dict:
         start = time.perf_counter()
         trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
         train_seconds = time.perf_counter() - start
+        module.probe_along = True  # every run is scored on the layout probe at the end
         final = {k: round(float(v), 6) for k, v in trainer.validate(module, datamodule=data, verbose=False)[0].items()}
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:
@@ -81,7 +82,7 @@ def run(cfg: DictConfig) -> dict:
     metrics = {**final, "lm": metric_prefix(cfg.objective.lm), "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
                "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
                "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id, **cost(cfg, module)}
-    record(cfg, logger, metrics, module.eval_set.floors)
+    record(cfg, logger, metrics, module.eval_set)
     folder.remove()
     return metrics
 
@@ -124,8 +125,9 @@ def build_module(cfg: DictConfig, tok) -> PretrainingModule:
     ``model.init_from``."""
     arch = architecture(model_architecture(cfg))
     module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
-    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok,
-                                     baseline=cfg.get("variant") in (None, BASELINE))
+    baseline = cfg.get("variant") in (None, BASELINE)
+    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok, baseline=baseline)
+    module.probe_along = baseline  # the other rows on the layout probe at the end only
     if cfg.model.get("init_from"):
         module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
@@ -208,14 +210,15 @@ def build_trainer(cfg: DictConfig, logger, root: Path, checkpoints: Path) -> L.T
     )
 
 
-def record(cfg: DictConfig, logger, metrics: dict, floors: dict[str, dict[str, float]]) -> None:
+def record(cfg: DictConfig, logger, metrics: dict, eval_set: EvalSet) -> None:
     """``metrics/pretrain.json``, the curves for ``dvc plots``, the floors beside this kind of LM (``floor/<name>``:
     their accuracy at the fixed set's masked positions), and the export and metrics as MLflow artifacts."""
+    floors = eval_set.floors
     run_id = logger.run_id
     write_json(Path(cfg.paths.metrics) / "pretrain.json", metrics)
     for name in FLOORS_OF[metric_prefix(cfg.objective.lm)]:
         logger.experiment.log_metric(run_id, f"floor/{name}", floors[name]["masked"])
-    write_curves(logger.experiment, run_id, Path(cfg.paths.plots))
+    write_curves(logger.experiment, run_id, Path(cfg.paths.plots), [c.name for c in eval_set.probe.cells])
     if cfg.tracking.get("log_model", True):
         logger.experiment.log_artifacts(run_id, str(Path(cfg.paths.pretrain) / "hf"), artifact_path="hf")
     logger.experiment.log_dict(run_id, metrics, "metrics/pretrain.json")
@@ -234,12 +237,14 @@ FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", 
                "fixed/tokens", "fixed/token_slots", "fixed/flops", "fixed/seconds", "fixed/blimp")
 
 
-def write_curves(client, run_id: str, plots_dir: Path) -> None:
-    """Training, validation and fixed-set curves from MLflow, as CSV files for ``dvc plots``."""
+def write_curves(client, run_id: str, plots_dir: Path, cells: list[str]) -> None:
+    """Training, validation, fixed-set and layout-probe curves (``cells``: the probe's cell names) from MLflow, as
+    CSV files for ``dvc plots``."""
     accuracies = list(dict.fromkeys(f"{p}_acc" for p in METRIC_PREFIX.values()))  # each LM's, by its prefix
     for split, keys in {"train": ["train/loss", *(f"train/{a}" for a in accuracies), "train/nsp_acc"],
                         "val": ["val/loss", *(f"val/{a}" for a in accuracies), "val/nsp_acc", "val/perplexity"],
-                        "fixed": [*FIXED_CURVE]}.items():
+                        "fixed": [*FIXED_CURVE],
+                        "layout": ["fixed/tokens", *(f"layout/{c}" for c in cells)]}.items():
         series = {k: dict(metric_history(client, run_id, k)) for k in keys}
         series = {k: v for k, v in series.items() if v}
         steps = sorted({s for v in series.values() for s in v})

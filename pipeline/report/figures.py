@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -303,5 +304,72 @@ def grammar_figure(fam: dict, floor: dict | None, title: str):
            title=f"{title}: BLiMP, zero-shot")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.12, 1), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _cell_ticks(cells: list[dict]) -> list[str]:
+    """Short x labels of the probe's cells: a single segment's length and offset, or a pair's segment."""
+    short = {"early": "early", "middle": "mid", "late": "late"}
+    return [f"{c['length']} {short[c['where']]}" if c["layout"] == "single" else f"pair {c['where']}" for c in cells]
+
+
+def layout_figure(probe: dict):
+    """Every row on the layout probe: per cell (a single segment's length and where the hidden piece is, or a
+    sentence pair's segment) the row's mean over its pretraining runs with a band from the lowest to the
+    highest run, and the count-based floors of a masked LM as named dashed steps."""
+    cells = probe["cells"]
+    xs = list(range(len(cells)))
+    fig, ax = plt.subplots(figsize=(11, 4.4))
+    for i, row in enumerate(probe["rows"]):
+        color = COLORS[i % len(COLORS)]
+        means = [100 * row["cells"][c["name"]]["mean"] for c in cells]
+        ax.plot(xs, means, "o-", color=color, lw=1.5, markersize=4,
+                label=f"{row['label']} ({row['runs']} run{'s' if row['runs'] > 1 else ''})")
+        if row["runs"] > 1:
+            units = [[100 * u for u in row["cells"][c["name"]]["units"]] for c in cells]
+            ax.fill_between(xs, [min(u) for u in units], [max(u) for u in units], color=color, alpha=0.15, lw=0)
+    styles = {"majority": ":", "left": "--", "left_right": "-."}
+    for floor in probe["floors"]:
+        ys = [100 * floor["cells"][c["name"]] for c in cells]
+        ax.step(xs, ys, where="mid", color="#555", lw=1, ls=styles.get(floor["name"], "--"),
+                label=f"floor: {floor['short']}")
+    for k in range(1, len(cells)):  # a thin rule between lengths
+        if (cells[k]["layout"], cells[k]["length"]) != (cells[k - 1]["layout"], cells[k - 1]["length"]):
+            ax.axvline(k - 0.5, color="#ddd", lw=0.8)
+    ax.set_xticks(xs, _cell_ticks(cells), rotation=45, ha="right", fontsize=8)
+    ax.set(xlabel="single segment of N positions, the hidden piece early / in the middle / late; sentence pair, "
+                  "hidden in A or B", ylabel="accuracy at the hidden piece (%)",
+           title="The layout probe: held-out text as it is used, one hidden piece a row", ylim=(0, None))
+    ax.grid(alpha=0.3, axis="y")
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Patch(color="#999", alpha=0.3, label="band: lowest to highest run"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def layout_along_figure(probe: dict):
+    """The baseline on the layout probe along pretraining: per length (the mean over its three offsets) and for
+    sentence pairs, the mean over runs against the step, and the bigram floor's lowest and highest cell."""
+    along, cells = probe["along"], probe["cells"]
+    groups: dict[str, list[str]] = {}
+    for c in cells:
+        groups.setdefault(f"one segment of {c['length']}" if c["layout"] == "single" else "sentence pairs",
+                          []).append(c["name"])
+    fig, ax = plt.subplots(figsize=(8, 4.0))
+    steps = [p["step"] for p in along]
+    for i, (label, names) in enumerate(groups.items()):
+        ys = [100 * float(np.mean([p["cells"][n]["mean"] for n in names])) for p in along]
+        ax.plot(steps, ys, "o-", color=COLORS[i % len(COLORS)], lw=1.5, markersize=3, label=label)
+    bigram = next((f for f in probe["floors"] if f["name"] == "left"), None)
+    if bigram:
+        lo, hi = (100 * v for v in (min(bigram["cells"].values()), max(bigram["cells"].values())))
+        ax.axhspan(lo, hi, color="#999", alpha=0.2, lw=0, label=f"bigram floor: {lo:.1f} to {hi:.1f}% by cell")
+    ax.set(xlabel="pretraining step", ylabel="accuracy at the hidden piece (%)", ylim=(0, None),
+           title=f"The baseline on the layout probe along pretraining (mean of {along[0]['runs']} "
+                 f"run{'s' if along[0]['runs'] > 1 else ''})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig

@@ -16,7 +16,8 @@ from pathlib import Path
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
-                                     fixed_curves_figure, grammar_figure, png, suite_figure)
+                                     fixed_curves_figure, grammar_figure, layout_along_figure, layout_figure, png,
+                                     suite_figure)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent
 
 
@@ -83,6 +84,8 @@ def intrinsic_section(doc: "Doc", res: dict) -> None:
         rows.append([f"floor: {fl['label']}", f"{100 * fl['accuracy']:.1f}", vs("accuracy", it["vs_floors"][fl["name"]]),
                      crossing_text(it["crossings"].get(fl["name"]))])
     confidence = round(100 * res["method"]["confidence"])
+    if it.get("built"):
+        doc.para(built_text(it["built"]), cls="note")
     doc.table(["", "accuracy at masked positions (%)", "the baseline against it", "where the baseline's runs crossed it"],
               rows, caption=f"The baseline's mean over its pretraining runs [{confidence}% interval]; against each "
                             "floor a one-sample t-test over the runs")
@@ -94,6 +97,72 @@ def intrinsic_section(doc: "Doc", res: dict) -> None:
         doc.para(f"Warning: at {base['steps']} steps the baseline is not above the bigram floor. Every comparison "
                  "below is made on a model that has not learned context; read them as the machinery working, not "
                  "as evidence about BERT.", cls="question")
+
+
+def built_text(built: dict) -> str:
+    """How the fixed set was built, and what its sequences look like."""
+    s = built["settings"]
+    return (f"The fixed set: the held-out split cut into {built['sequences']:,} sentence pairs by BERT's original "
+            f"recipe at {s['max_seq_length']} positions (the fine-tuning length, whatever the pretraining examples' "
+            f"length; {s['short_seq_prob']:.0%} of the documents at a shorter target), "
+            f"{built['actual_next']:.0%} of them with the actual next segment as B. Lengths: median "
+            f"{built['length']['p50']:.0f} (10th percentile {built['length']['p10']:.0f}); the first [SEP] at "
+            f"position {built['first_sep']['p10']:.0f} to {built['first_sep']['p90']:.0f} (10th to 90th "
+            "percentile), so no row is scored in one layout.")
+
+
+def layout_cell(cell: dict, bigram: str | None) -> str:
+    """A row's accuracy in one cell of the layout probe: mean [interval], and its verdict against the bigram."""
+    interval = f" [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]" if cell["low"] is not None else ""
+    verdict = cell["vs_floors"][bigram]["verdict"] if bigram and bigram in cell["vs_floors"] else None
+    return f"{100 * cell['mean']:.1f}{interval}" + (f" ({verdict})" if verdict and cell["low"] is not None else "")
+
+
+def layout_section(doc: "Doc", res: dict) -> None:
+    """Every row on the layout probe: does it read held-out text in the layouts it will be used on?"""
+    probe = res.get("layout")
+    if not probe:
+        return
+    doc.heading("Does it read ordinary text? The layout probe")
+    lengths = ", ".join(str(n) for n in probe["settings"]["lengths"])
+    doc.para(f"Held-out text laid out as fine-tuning and fill-mask give it, one hidden piece ([MASK]) a row: single "
+             f"segments [CLS] text [SEP] of {lengths} positions with the hidden piece a quarter, half and three "
+             "quarters in (the same windows for the three), and two consecutive sentences as [CLS] A [SEP] B [SEP] "
+             f"at their natural lengths, hidden in the middle of A or of B; up to {probe['settings']['rows']} rows a "
+             "cell. The count tables are scored on the same positions. A model that scores well only where its "
+             "pretraining examples put their pieces has learned their layout, not the text.", cls="note")
+    base = next((r for r in probe["rows"] if r["variant"] == BASELINE), probe["rows"][0])
+    floors = {f["name"]: f for f in probe["floors"]}
+    bigram, both = (base["floors"] + [None, None])[1:3]
+    others = [r for r in probe["rows"] if r is not base]
+    header = ["cell", f"{base['label']} ({base['runs']} runs)", *(f["short"] for f in probe["floors"]),
+              *(r["label"] for r in others)]
+    rows = []
+    for c in probe["cells"]:
+        name = c["name"]
+        rows.append([c["label"], layout_cell(base["cells"][name], bigram),
+                     *(f"{100 * floors[f['name']]['cells'][name]:.1f}" for f in probe["floors"]),
+                     *(layout_cell(r["cells"][name], bigram) for r in others)])
+    confidence = round(100 * res["method"]["confidence"])
+    doc.table(header, rows, caption=f"Accuracy at the hidden piece (%): mean over pretraining runs [{confidence}% "
+                                    "interval], and the verdict against the bigram floor of the same cell "
+                                    "(a one-sample t-test over the runs)")
+    verdict = probe["baseline_reads"]
+    weakest = min(base["cells"], key=lambda n: base["cells"][n]["mean"] - floors[bigram]["cells"][n]) if bigram \
+        else None
+    if weakest:
+        label = next(c["label"] for c in probe["cells"] if c["name"] == weakest)
+        lead = base["cells"][weakest]["mean"] - floors[bigram]["cells"][weakest]
+        above_both = sum(base["cells"][n]["mean"] > floors[both]["cells"][n] for n in base["cells"]) if both else 0
+        doc.para(("The baseline reads: above the bigram floor in every cell, each interval clear of it. "
+                  if verdict else "The baseline does not read ordinary text everywhere: not clear of the bigram "
+                  "floor in every cell. " if verdict is False else "One run: no interval to judge the baseline by. ")
+                 + f"Its narrowest lead is {100 * lead:+.1f} points ({label}); it is above the floor of both "
+                   f"neighbours in {above_both} of {len(base['cells'])} cells.")
+    doc.figure("layout_probe.png", layout_figure(probe), "every row on the layout probe, against the floors")
+    if probe["along"]:
+        doc.figure("layout_along.png", layout_along_figure(probe), "the baseline on the layout probe along "
+                                                                   "pretraining")
 
 
 def suite_cell(metric: str, cell: dict) -> str:
@@ -427,6 +496,7 @@ def write_report(res: dict, corpus: dict, pre: dict, ft: dict, out: Path,
     doc.heading("Method")
     doc.para(method_text(res), cls="note")
     intrinsic_section(doc, res)
+    layout_section(doc, res)
     doc.heading("Findings")
     doc.bullets(res["findings"] or ["Nothing to compare: the grid ran a single row per family."])
     for fam in res["families"]:

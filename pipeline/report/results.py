@@ -24,7 +24,7 @@ from scipy import stats as scipy_stats
 from pipeline.errors import DataError
 from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
-from pipeline.report import fixed
+from pipeline.report import fixed, layout
 from pipeline.report.specs import FAMILIES, check_families
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
@@ -308,6 +308,50 @@ def fixed_findings(intrinsic: dict | None, families: list[dict]) -> list[str]:
     return out
 
 
+def layout_findings(probe: dict | None) -> list[str]:
+    """The layout probe in a sentence: does the baseline read held-out text in every layout, or only some?"""
+    if not probe:
+        return []
+    base = next((r for r in probe["rows"] if r["variant"] == BASELINE), None)
+    if not base or len(base["floors"]) < 2:
+        return []
+    bigram = base["floors"][1]
+    floor = {c["name"]: c for c in probe["cells"]}
+    below = [floor[n]["label"] for n, c in base["cells"].items() if c["vs_floors"][bigram]["verdict"] != "better"]
+    worst = min(base["cells"], key=lambda n: base["cells"][n]["mean"] - next(
+        f["cells"][n] for f in probe["floors"] if f["name"] == bigram))
+    lo = base["cells"][worst]
+    if not below:
+        return [f"The layout probe: the baseline reads held-out text in every layout it was asked about, above the "
+                f"bigram floor in all {len(base['cells'])} cells (its lowest: {100 * lo['mean']:.1f}% in "
+                f"{floor[worst]['label']})."]
+    return [f"The layout probe: the baseline is not clear of the bigram floor in {len(below)} of "
+            f"{len(base['cells'])} cells ({', '.join(below)}): it reads some layouts, not ordinary text in general."]
+
+
+def nsp_check(pres: list[dict], valid_pairs: dict | None, confidence: float) -> dict | None:
+    """Next-sentence prediction against its base rate: the share of the held-out pairs whose B is the actual next
+    segment (``metrics/pairs.json``), the accuracy of always guessing the more common label, and the baseline's
+    NSP accuracy on those pairs (``val/nsp_acc``) tested against it over the pretraining runs."""
+    values = [float(p["val/nsp_acc"]) for p in pres if p.get("val/nsp_acc") is not None]
+    if not values or not valid_pairs or valid_pairs.get("format") != "nsp_pairs":
+        return None
+    random_share = float(valid_pairs["fraction_random_next"])
+    base = max(random_share, 1 - random_share)
+    return {"actual_next": round(1 - random_share, 6), "base_rate": round(base, 6),
+            "accuracy": fixed.interval(values, confidence),
+            "vs_base": compare(values, [base], test="fixed", confidence=confidence)}
+
+
+def nsp_findings(nsp: dict | None) -> list[str]:
+    if not nsp:
+        return []
+    a = nsp["accuracy"]
+    return [f"Next-sentence prediction: B is the actual next segment in {100 * nsp['actual_next']:.1f}% of the "
+            f"held-out pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; the "
+            f"baseline's NSP accuracy is {100 * a['mean']:.1f}% ({describe(nsp['vs_base'], 'accuracy')})."]
+
+
 def method(variants: dict[str, list[dict]], families: list[dict], metric: str, confidence: float) -> dict:
     """The design and the test in numbers: runs per row, the noise measured on the baseline's runs, and the
     false-positive rate and power of the test at that noise, by simulation."""
@@ -349,14 +393,27 @@ def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dic
     return out
 
 
+def row_labels(families: list[dict]) -> dict[str, str]:
+    """Each pretraining variant's label in the first family table that shows it."""
+    out: dict[str, str] = {}
+    for fam in families:
+        for r in fam["rows"]:
+            if r["kind"] == "variant":
+                out.setdefault(r["name"], r["label"])
+    return out
+
+
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
-                     confidence: float = 0.95, task: str | None = None, floors: dict[str, dict] | None = None) -> dict:
+                     confidence: float = 0.95, task: str | None = None, floors: dict[str, dict] | None = None,
+                     eval_meta: dict | None = None, valid_pairs: dict | None = None) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
     was fine-tuned; ``task``: a suite's task to read (``pipeline.report.suites`` adds the other columns);
-    ``floors``: the count-based floors on the fixed evaluation set (its ``meta.json``).
+    ``floors``: the count-based floors on the fixed evaluation set; ``eval_meta``: the eval_set stage's
+    ``meta.json`` (how the set was built, the layout probe's cells and floors); ``valid_pairs``: the baseline's
+    held-out examples' statistics (``metrics/pairs.json``), for NSP's base rate.
     """
     results = load_runs(runs, task)
     variants = by_variant(results)
@@ -388,11 +445,21 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
                 entry.update({"fixed_vs_diff": c["diff"], "fixed_vs_low": c["low"], "fixed_vs_high": c["high"],
                               "fixed_vs_p": c["p"]})
             table[f["name"]][r["name"]] = entry
-    return {"grid": grid, "table": table, "summary": headline(variants, metric, floors), "task": ft["task"],
-            "metric": metric, "variant_modes": modes, "intrinsic": intrinsic,
+    probe = layout.grid_result(variants, row_labels(fams), eval_meta, confidence)
+    summary = headline(variants, metric, floors)
+    for row, numbers in layout.summary(probe).items():
+        summary.setdefault(row, {}).update(numbers)
+    if intrinsic and eval_meta:
+        intrinsic["built"] = {**eval_meta["stats"], "settings": eval_meta["settings"]}
+    nsp = nsp_check([r["pretrain"] for r in base_runs], valid_pairs, confidence)
+    if nsp:
+        summary.setdefault(BASELINE, {})["val_nsp_acc"] = nsp["accuracy"]["mean"]
+        summary.setdefault("floors", {})["nsp_base_rate"] = nsp["base_rate"]
+    return {"grid": grid, "table": table, "summary": summary, "task": ft["task"],
+            "metric": metric, "variant_modes": modes, "intrinsic": intrinsic, "layout": probe, "nsp": nsp,
             "method": method(variants, fams, metric, confidence), "families": fams,
-            "findings": fixed_findings(intrinsic, fams) + findings(fams, classical, pretrained, metric, ft["task"],
-                                                                   confidence),
+            "findings": fixed_findings(intrinsic, fams) + layout_findings(probe) + nsp_findings(nsp)
+            + findings(fams, classical, pretrained, metric, ft["task"], confidence),
             "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
                             "pretrain": {**pretrain_summary([r["pretrain"]]), "plots": r["plots"]},
                             "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]

@@ -27,8 +27,11 @@ def run(cfg: DictConfig) -> dict:
     suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
     families, modes = load_families(list(grid.families)), list(grid.finetune.modes)
     task = first_task(suite) if suite else None
-    floors = read_json(Path(cfg.paths.eval_set) / "meta.json")["floors"]  # the eval_set stage's count-based floors
-    res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task, floors=floors)
+    eval_meta = read_json(Path(cfg.paths.eval_set) / "meta.json")  # the eval_set stage's sets and count-based floors
+    res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task,
+                           floors=eval_meta["floors"], eval_meta=eval_meta,
+                           valid_pairs=read_json(pairs).get("valid") if (pairs := Path(cfg.paths.metrics) /
+                                                                         "pairs.json").exists() else None)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
     floor = Path(cfg.paths.metrics) / "zero_shot_floor.json"
