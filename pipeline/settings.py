@@ -201,9 +201,13 @@ class LayoutSettings(Settings):
     lengths: tuple[int, ...] = setting(list_of(integer(4), "a non-empty list of lengths >= 4 ([CLS], two pieces, "
                                                           "[SEP])"))
     rows: int = setting(POSITIVE_INT)
+    along_rows: int = setting(NON_NEGATIVE_INT)
 
     def check(self, key: str) -> None:
         distinct("lengths (each is a cell of the probe)").check(f"{key}.lengths", self.lengths)
+        if self.along_rows > self.rows:
+            raise ConfigError(f"{key}.along_rows={self.along_rows} is not allowed: expected at most {key}.rows="
+                              f"{self.rows} (the rows along pretraining are the first of each cell)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.data.encoded import encode_documents_to_corpus
-from pipeline.data.eval_set import (KINDS, NOT_SCORED, EvalSet, EvalSetConfig, build, row_batches, score_floors,
-                                    score_probe_floors, write)
+from pipeline.data.eval_set import EvalSetConfig, build, score_floors, score_probe_floors, write
+from pipeline.data.scored import KINDS, NOT_SCORED, EvalSet, row_batches
 from pipeline.data.layout import WHERE, build as build_probe
 from pipeline.data.ngram import FLOORS, FLOORS_OF, NgramTables
 from pipeline.data.shards import FORMAT_VERSION, PairsDataset

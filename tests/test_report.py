@@ -50,10 +50,27 @@ FLOORS = {"majority": 0.07, "left": 0.20, "left_right": 0.33, "clean_left": 0.22
           "clean_left_right": 0.37}  # each floor's accuracy at the fixed set's masked positions
 
 
+# The layout probe's cells (lengths 16 and 128, and pairs) and each floor's accuracy in every one of them.
+CELLS = [{"name": f"single{n}_{w}", "label": f"one segment of {n}, {w}", "layout": "single", "length": n,
+          "where": w, "rows": 100} for n in (16, 128) for w in ("early", "middle", "late")] + \
+        [{"name": f"pair_{s}", "label": f"sentence pair, in {s}", "layout": "pair", "length": None, "where": s,
+          "rows": 100} for s in ("A", "B")]
+
+
+def _layout(base: float, weak: float | None = None) -> dict[str, float]:
+    """A run's accuracy in each cell of the probe: ``base`` everywhere, ``weak`` in pair_B."""
+    return {f"layout/{c['name']}": weak if weak is not None and c["name"] == "pair_B" else base for c in CELLS}
+
+
 def _floors(folder: Path) -> None:
-    """The eval_set stage's meta.json: the count-based floors the report reads."""
-    write_json(folder / "meta.json", {"floors": {n: {"masked": v, "replaced": v, "unchanged": v, "all": v}
-                                                 for n, v in FLOORS.items()}})
+    """The eval_set stage's meta.json: how the set was built, the count-based floors on it and on the probe."""
+    write_json(folder / "meta.json", {
+        "floors": {n: {"masked": v, "replaced": v, "unchanged": v, "all": v} for n, v in FLOORS.items()},
+        "settings": {"max_seq_length": 128, "short_seq_prob": 0.1},
+        "stats": {"sequences": 1000, "tokens": 110000, "actual_next": 0.45, "length": {"p10": 70, "p50": 128, "p90": 128},
+                  "first_sep": {"p10": 20, "p50": 55, "p90": 95}},
+        "layout": {"settings": {"lengths": [16, 128], "rows": 100}, "cells": CELLS,
+                   "floors": {n: {c["name"]: v for c in CELLS} for n, v in FLOORS.items()}}})
 
 
 def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = None) -> dict:
@@ -66,9 +83,15 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
         Path(plots, f"pretrain_{split}.csv").write_text("\n".join([f"step,loss,{lm}_acc", *rows]) + "\n")
     rows = [f"{step},{fixed_acc * step / 100},{1000 * step},{0.1 * step},{1e9 * step}" for step in (25, 50, 75, 100)]
     Path(plots, "pretrain_fixed.csv").write_text("\n".join(["step,acc_masked,tokens,seconds,flops", *rows]) + "\n")
+    layout = _layout(fixed_acc + 0.1, weak=fixed_acc + 0.03)
+    rows = [",".join([str(step), str(1000 * step), *(str(v * step / 100) for v in layout.values())])
+            for step in (50, 100)]
+    Path(plots, "pretrain_layout.csv").write_text(
+        "\n".join([",".join(["step", "tokens", *(c["name"] for c in CELLS)]), *rows]) + "\n")
     return {"mlflow_run_id": _run_id(), "steps": 100, "train_seconds": 12.0, f"val/{lm}_acc": final_acc,
             "val/loss": 6.0, "val/perplexity": 150.0, "lm": lm, "fixed/acc_masked": fixed_acc,
-            "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0}
+            "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0, **layout,
+            **({"val/nsp_acc": 0.50 + fixed_acc / 10} if lm == "mlm" else {})}
 
 
 def _ci_report_config(root: Path):
@@ -79,6 +102,7 @@ def _ci_report_config(root: Path):
                    f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
                    f"paths.eval_set={root / 'eval_set'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
+    write_json(m / "pairs.json", {s: {"format": "nsp_pairs", "fraction_random_next": 0.55} for s in ("train", "valid")})
     _floors(root / "eval_set")
     return cfg
 
@@ -116,6 +140,43 @@ def test_the_baseline_against_its_floors_opens_the_report(report):
     assert "The baseline does not beat the bigram floor" in res["findings"][1]
     assert "Warning: at 100 steps the baseline is not above the bigram floor" in md
     assert res["summary"]["floors"]["left"] == 0.20 and res["summary"]["baseline"]["fixed_acc"] == pytest.approx(0.165)
+
+
+def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(report):
+    """Baseline runs at 0.26 and 0.27 in every cell but pair_B (0.19, 0.20): clear of the bigram floor (0.20) in
+    seven cells, not in the eighth; the report says which, and summary.json and the figure carry it."""
+    folder, res = report
+    probe = res["layout"]
+    assert [c["name"] for c in probe["cells"]] == [c["name"] for c in CELLS]
+    base = probe["rows"][0]
+    assert base["variant"] == "baseline" and base["runs"] == 2 and base["floors"] == ["majority", "left", "left_right"]
+    assert base["cells"]["single128_late"]["mean"] == pytest.approx(0.265)
+    assert base["cells"]["single128_late"]["vs_floors"]["left"]["verdict"] == "better"
+    assert base["cells"]["pair_B"]["vs_floors"]["left"]["verdict"] != "better" and probe["baseline_reads"] is False
+    ltr = next(r for r in probe["rows"] if r["variant"] == "ltr")   # its own kind's floors: the clean left context
+    assert ltr["floors"] == ["majority", "clean_left", "clean_left2"]
+    assert "not clear of the bigram floor in 1 of 8 cells (sentence pair, in B)" in " ".join(res["findings"])
+    summary = res["summary"]
+    assert summary["baseline"]["layout"]["pair_B"] == pytest.approx(0.195)
+    assert summary["baseline"]["layout_min"] == pytest.approx(0.195)
+    assert summary["floors"]["layout"]["left"]["single16_early"] == 0.20
+    along = probe["along"]   # the baseline's runs at each validation, from plots/pretrain_layout.csv
+    assert [p["step"] for p in along] == [50, 100] and along[1]["cells"]["single16_early"]["mean"] == pytest.approx(0.265)
+    md = (folder / "report.md").read_text()
+    assert md.index("## Does it read ordinary text? The layout probe") < md.index("## Findings")
+    assert "the first [SEP] at position 20 to 95" in md and "45% of them with the actual next segment" in md
+    assert "layout_probe.png" in md and (folder / "figures" / "layout_along.png").exists()
+
+
+def test_nsp_is_read_against_its_base_rate(report):
+    """Held-out pairs with a random B 55% of the time: always guessing "random" scores 55%; the baseline's NSP
+    accuracy (0.516, 0.517) is below it."""
+    _, res = report
+    nsp = res["nsp"]
+    assert nsp["actual_next"] == pytest.approx(0.45) and nsp["base_rate"] == pytest.approx(0.55)
+    assert nsp["accuracy"]["mean"] == pytest.approx(0.5165) and nsp["vs_base"]["verdict"] == "worse"
+    assert res["summary"]["floors"]["nsp_base_rate"] == pytest.approx(0.55)
+    assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0%") for f in res["findings"])
 
 
 def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):

@@ -34,28 +34,25 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
 from omegaconf import DictConfig
 
 from pipeline.data.encoded import EncodedCorpus
-from pipeline.data.layout import Cell, Probe
+from pipeline.data.layout import Probe
 from pipeline.data.layout import build as build_probe
 from pipeline.data.masking import MaskingConfig, mask_examples
 from pipeline.data.ngram import FLOORS, NgramTables
 from pipeline.data.pairs import write_examples
+from pipeline.data.scored import FORMAT_VERSION, KINDS, NOT_SCORED
 from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.errors import ConfigError, DataError
-from pipeline.io import atomic_dir, read_versioned
+from pipeline.io import atomic_dir
 from pipeline.model.config import IGNORE_INDEX
 from pipeline.settings import EvalSetSettings, LayoutSettings, PairsSettings, RuntimeSettings
 
-FORMAT_VERSION = 2  # 2: the held-out text cut by the set's own recipe, and the layout probe
-KINDS = ("masked", "replaced", "unchanged")  # what the masked LM sees at a scored position (kind 0, 1, 2)
-NOT_SCORED = -1
 
 
 @dataclass(frozen=True)
@@ -117,47 +114,6 @@ def build(valid: PairsDataset, config: EvalSetConfig, *, mask_id: int, cls_id: i
     dtype = np.int32 if vocab_size < 2**31 else np.int64
     return {"input_ids": ids.astype(dtype), "corrupted": corrupted.astype(dtype), "token_type_ids": types,
             "lengths": lengths, "kind": kind, "next_sentence_label": nsp}
-
-
-def row_batches(arrays: dict[str, np.ndarray], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Rows with scored positions (the fixed set's, or the layout probe's) in stored order, as (B, T) tensors
-    padded to the batch's longest: ``input_ids`` (clean), ``corrupted``, ``token_type_ids``, ``attention_mask``,
-    ``kind`` (-1 where not scored)."""
-    for start in range(0, len(arrays["lengths"]), batch_size):
-        sl = slice(start, start + batch_size)
-        T = int(arrays["lengths"][sl].max())
-        lengths = torch.from_numpy(arrays["lengths"][sl].astype(np.int64))
-        yield {"input_ids": torch.from_numpy(arrays["input_ids"][sl, :T].astype(np.int64)),
-               "corrupted": torch.from_numpy(arrays["corrupted"][sl, :T].astype(np.int64)),
-               "token_type_ids": torch.from_numpy(arrays["token_type_ids"][sl, :T].astype(np.int64)),
-               "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),
-               "kind": torch.from_numpy(arrays["kind"][sl, :T].astype(np.int64))}
-
-
-class EvalSet:
-    """A written fixed evaluation set (``arrays``, ``batches``) and its layout probe (``probe``), read whole."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.meta = read_versioned(self.path / "meta.json", "format_version", FORMAT_VERSION,
-                                   f"has the eval_set stage written {self.path}?", "rerun the eval_set stage")
-        with np.load(self.path / "eval_set.npz") as f:
-            self.arrays = {k: f[k] for k in f.files}
-        with np.load(self.path / "layout.npz") as f:
-            cells = [Cell(c["layout"], c["length"], c["where"]) for c in self.meta["layout"]["cells"]]
-            self.probe = Probe({k: f[k] for k in f.files}, cells)
-
-    def __len__(self) -> int:
-        return len(self.arrays["lengths"])
-
-    def batches(self, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        """The fixed set's rows (``row_batches``)."""
-        return row_batches(self.arrays, batch_size)
-
-    @property
-    def floors(self) -> dict[str, dict[str, float]]:
-        """Each count-based floor's accuracy on the set (``pipeline.data.ngram.FLOORS``), per kind and overall."""
-        return self.meta["floors"]
 
 
 def sequence_stats(arrays: dict[str, np.ndarray], sep_id: int) -> dict:

@@ -16,7 +16,7 @@ about the held-out text as fine-tuning and ``fill-mask`` give it:
 
 Every row hides one piece, shown as ``[MASK]``; the rest of the row is clean,
 so each row asks one question. Windows and pairs are drawn once from ``seed``.
-The rows are stored as the fixed set's are (``pipeline.data.eval_set``: clean
+The rows are stored as the fixed set's are (``pipeline.data.scored``: clean
 and corrupted ids, segments, lengths, kind 0 at the hidden piece), with the
 cell of each row, so every kind of model reads them as it reads the fixed set
 and the count-based floors are scored on the same positions.
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.data.encoded import EncodedCorpus
 from pipeline.errors import DataError
 
 WHERE = {"early": 0.25, "middle": 0.5, "late": 0.75}   # a single segment's hidden piece: share of its text
@@ -66,6 +65,14 @@ class Probe:
         return [{"name": c.name, "label": c.label, "layout": c.layout, "length": c.length, "where": c.where,
                  "rows": int(n)} for c, n in zip(self.cells, counts)]
 
+    def head(self, rows: int) -> "Probe":
+        """The first ``rows`` rows of each cell (of a length's windows, the first ``rows`` of each offset)."""
+        cell = self.arrays["cell"]
+        first = np.zeros(len(cell), bool)
+        for i in range(len(self.cells)):
+            first[np.nonzero(cell == i)[0][:rows]] = True
+        return Probe({k: v[first] for k, v in self.arrays.items()}, self.cells)
+
     def accuracy(self, hits: np.ndarray) -> dict[str, float]:
         """Each cell's share of ``hits`` (N,): one per row, in row order."""
         cell = self.arrays["cell"]
@@ -77,7 +84,7 @@ def cells(lengths: tuple[int, ...]) -> list[Cell]:
     return [Cell("single", n, w) for n in lengths for w in WHERE] + [Cell("pair", None, s) for s in SEGMENTS]
 
 
-def _window_starts(corpus: EncodedCorpus, n: int) -> np.ndarray:
+def _window_starts(corpus, n: int) -> np.ndarray:
     """Token offsets of every sentence start with ``n`` pieces of its document from there on."""
     starts = np.asarray(corpus.sentences[:-1])
     doc_of = np.repeat(np.arange(corpus.n_documents), np.diff(np.asarray(corpus.documents)))
@@ -85,7 +92,7 @@ def _window_starts(corpus: EncodedCorpus, n: int) -> np.ndarray:
     return starts[starts + n <= doc_end]
 
 
-def _pair_starts(corpus: EncodedCorpus, longest: int) -> np.ndarray:
+def _pair_starts(corpus, longest: int) -> np.ndarray:
     """Indices s of the sentences followed by a sentence s + 1 of the same document, both fitting ``longest``
     positions with ``[CLS]`` and two ``[SEP]``."""
     sents, docs = np.asarray(corpus.sentences), np.asarray(corpus.documents)
@@ -94,9 +101,10 @@ def _pair_starts(corpus: EncodedCorpus, longest: int) -> np.ndarray:
     return s[same_doc & (sents[s + 2] - sents[s] + 3 <= longest)]
 
 
-def build(corpus: EncodedCorpus, *, lengths: tuple[int, ...], rows: int, seed: int, cls_id: int, sep_id: int,
+def build(corpus, *, lengths: tuple[int, ...], rows: int, seed: int, cls_id: int, sep_id: int,
           mask_id: int, source: str) -> Probe:
-    """The probe's rows from the held-out ``corpus``: up to ``rows`` windows per length (the same windows for
+    """The probe's rows from the held-out ``corpus`` (an ``EncodedCorpus``; the readers of a probe need not import
+    its code): up to ``rows`` windows per length (the same windows for
     its three offsets) and ``rows`` sentence pairs, in cell order."""
     rng = random.Random(seed)
     tokens = np.asarray(corpus.tokens, np.int64)

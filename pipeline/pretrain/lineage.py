@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pipeline.data.eval_set import EvalSet
+from pipeline.data.scored import EvalSet
 from pipeline.data.shards import PairsDataset
 from pipeline.model.elmo import ElmoConfig, ElmoLM
 from pipeline.model.static import StaticConfig, StaticEmbeddings, context_windows, noise_distribution, shifted

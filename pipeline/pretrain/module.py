@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from pipeline.data.eval_set import KINDS, EvalSet, row_batches
+from pipeline.data.scored import KINDS, EvalSet, row_batches
 from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
@@ -77,9 +77,10 @@ class PretrainingModule(L.LightningModule):
     # BLiMP along pretraining (``pipeline.zero_shot.along``): the network -> its overall accuracy, logged as
     # ``fixed/blimp`` at every validation; set by the pretrain stage on a baseline run when configured.
     along: Callable[[torch.nn.Module], float | None] | None = None
-    # The layout probe at every validation (the baseline's runs: its curve along pretraining), or only at the
-    # validation after training (the pretrain stage sets it then): the probe reads ~3x the fixed set's tokens.
-    probe_along: bool = True
+    # The layout probe: at every validation the first ``probe_along`` rows of each cell (the baseline's runs: its
+    # curve along pretraining; 0: none), and every row at the validation after training (the stage sets
+    # ``probe_along`` to None, all rows, then). The whole probe reads several times the fixed set's tokens.
+    probe_along: int | None = None
 
     @classmethod
     def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
@@ -143,7 +144,7 @@ class PretrainingModule(L.LightningModule):
             self.log("val/perplexity", torch.exp(self.val_lm_loss.compute()))
         self.val_lm_loss.reset()
         if self.eval_set is not None:
-            probe = self.probe_metrics() if self.probe_along else {}
+            probe = self.probe_metrics(self.probe_along) if self.probe_along != 0 else {}
             for k, v in {**self.fixed_metrics(), **probe, **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
                 self.log(k, v)
         if self.along is not None and (blimp := self.along(self.model)) is not None:
@@ -169,10 +170,12 @@ class PretrainingModule(L.LightningModule):
         return out
 
     @torch.no_grad()
-    def probe_metrics(self) -> dict[str, float]:
+    def probe_metrics(self, rows: int | None = None) -> dict[str, float]:
         """Accuracy in each cell of the layout probe (``layout/<cell>``, ``pipeline.data.layout``): single segments
-        of each length with the hidden piece early, in the middle and late, and natural sentence pairs."""
+        of each length with the hidden piece early, in the middle and late, and natural sentence pairs; the first
+        ``rows`` rows of each cell (None: all)."""
         probe, hits = self.eval_set.probe, []
+        probe = probe if rows is None else probe.head(rows)
         for batch in row_batches(probe.arrays, self.FIXED_BATCH):
             batch = {k: v.to(self.device) for k, v in batch.items()}
             predictions, _ = self.fixed_scores(batch)
@@ -182,7 +185,7 @@ class PretrainingModule(L.LightningModule):
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``
         >= 0, in row-major order. ``batch`` holds the clean ``input_ids``, the ``corrupted`` ones, segments,
-        attention mask and kinds (``pipeline.data.eval_set.EvalSet.batches``)."""
+        attention mask and kinds (``pipeline.data.scored.EvalSet.batches``)."""
         raise NotImplementedError
 
     @staticmethod

@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.data.datamodule import PairsDataModule
-from pipeline.data.eval_set import EvalSet
+from pipeline.data.scored import EvalSet
 from pipeline.data.ngram import FLOORS_OF
 from pipeline.data.masking import MaskingConfig
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
@@ -35,7 +35,7 @@ from pipeline.model.registry import architecture
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
 from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.pretrain.objectives import METRIC_PREFIX, metric_prefix
-from pipeline.settings import ZeroShotSettings
+from pipeline.settings import EvalSetSettings, ZeroShotSettings
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 from pipeline.variants import BASELINE
 from pipeline.zero_shot.along import along_pretraining
@@ -72,7 +72,7 @@ def run(cfg: DictConfig) -> dict:
         start = time.perf_counter()
         trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
         train_seconds = time.perf_counter() - start
-        module.probe_along = True  # every run is scored on the layout probe at the end
+        module.probe_along = None  # every run is scored on the whole layout probe at the end
         final = {k: round(float(v), 6) for k, v in trainer.validate(module, datamodule=data, verbose=False)[0].items()}
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:
@@ -127,7 +127,8 @@ def build_module(cfg: DictConfig, tok) -> PretrainingModule:
     module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
     baseline = cfg.get("variant") in (None, BASELINE)
     module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok, baseline=baseline)
-    module.probe_along = baseline  # the other rows on the layout probe at the end only
+    # the baseline along pretraining on part of the layout probe; the other rows at the end only
+    module.probe_along = EvalSetSettings.read(cfg.eval_set).layout.along_rows if baseline else 0
     if cfg.model.get("init_from"):
         module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
         log.info("starting from the weights in %s", cfg.model.init_from)
