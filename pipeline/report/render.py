@@ -103,8 +103,8 @@ def built_text(built: dict) -> str:
     """How the fixed set was built, and what its sequences look like."""
     s = built["settings"]
     return (f"The fixed set: the held-out split cut into {built['sequences']:,} sentence pairs by BERT's original "
-            f"recipe at {s['max_seq_length']} positions (the fine-tuning length, whatever the pretraining examples' "
-            f"length; {s['short_seq_prob']:.0%} of the documents at a shorter target), "
+            f"recipe at {s['max_seq_length']} positions, whatever the pretraining examples' length "
+            f"({s['short_seq_prob']:.0%} of the documents at a shorter target), "
             f"{built['actual_next']:.0%} of them with the actual next segment as B. Lengths: median "
             f"{built['length']['p50']:.0f} (10th percentile {built['length']['p10']:.0f}); the first [SEP] at "
             f"position {built['first_sep']['p10']:.0f} to {built['first_sep']['p90']:.0f} (10th to 90th "
@@ -115,7 +115,7 @@ def layout_cell(cell: dict, bigram: str | None) -> str:
     """A row's accuracy in one cell of the layout probe: mean [interval], and its verdict against the bigram."""
     interval = f" [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]" if cell["low"] is not None else ""
     verdict = cell["vs_floors"][bigram]["verdict"] if bigram and bigram in cell["vs_floors"] else None
-    return f"{100 * cell['mean']:.1f}{interval}" + (f" ({verdict})" if verdict and cell["low"] is not None else "")
+    return f"{100 * cell['mean']:.1f}{interval}" + (f": {verdict}" if verdict and cell["low"] is not None else "")
 
 
 def layout_section(doc: "Doc", res: dict) -> None:
@@ -157,8 +157,9 @@ def layout_section(doc: "Doc", res: dict) -> None:
         doc.para(("The baseline reads: above the bigram floor in every cell, each interval clear of it. "
                   if verdict else "The baseline does not read ordinary text everywhere: not clear of the bigram "
                   "floor in every cell. " if verdict is False else "One run: no interval to judge the baseline by. ")
-                 + f"Its narrowest lead is {100 * lead:+.1f} points ({label}); it is above the floor of both "
-                   f"neighbours in {above_both} of {len(base['cells'])} cells.")
+                 + f"Its narrowest lead over the bigram floor is {'+' if lead >= 0 else '−'}{100 * abs(lead):.1f} "
+                   f"points ({label}); it is above the floor of both neighbours in {above_both} of "
+                   f"{len(base['cells'])} cells.")
     doc.figure("layout_probe.png", layout_figure(probe), "every row on the layout probe, against the floors")
     if probe["along"]:
         doc.figure("layout_along.png", layout_along_figure(probe), "the baseline on the layout probe along "

@@ -325,8 +325,11 @@ def layout_findings(probe: dict | None) -> list[str]:
         return [f"The layout probe: the baseline reads held-out text in every layout it was asked about, above the "
                 f"bigram floor in all {len(base['cells'])} cells (its lowest: {100 * lo['mean']:.1f}% in "
                 f"{floor[worst]['label']})."]
+    if len(below) == len(base["cells"]):
+        return [f"The layout probe: the baseline is not clear of the bigram floor in any of its {len(below)} cells: "
+                "it does not read held-out text better than a table of piece pairs in any layout."]
     return [f"The layout probe: the baseline is not clear of the bigram floor in {len(below)} of "
-            f"{len(base['cells'])} cells ({', '.join(below)}): it reads some layouts, not ordinary text in general."]
+            f"{len(base['cells'])} cells ({'; '.join(below)}): it reads some layouts, not ordinary text in general."]
 
 
 def nsp_check(pres: list[dict], valid_pairs: dict | None, confidence: float) -> dict | None:
