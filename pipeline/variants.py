@@ -153,6 +153,12 @@ def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
     return out
 
 
+def zero_shot_runs(cfg: DictConfig) -> dict[str, dict]:
+    """The runs the zero_shot stage scores: every run of the grid once BLiMP is configured (``zero_shot.data``),
+    none before (no stage that would only start Python to say so)."""
+    return grid_runs(cfg) if (cfg.get("zero_shot") or {}).get("data") else {}
+
+
 def grid_examples(cfg: DictConfig) -> dict[str, dict]:
     """Every example set make_pairs writes for the grid: the baseline's, and one per variant with pairs.* settings."""
     out = {}
@@ -183,14 +189,17 @@ def conf_hash(conf_dir: Path = CONF_DIR) -> str:
 
 
 def register_resolvers() -> None:
-    """``${lab.runs:}``, ``${lab.finetunes:}``, ``${lab.examples:}``, ``${lab.grid_folders:}`` and
-    ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC through hydra_plugins/)."""
+    """``${lab.runs:}``, ``${lab.finetunes:}``, ``${lab.examples:}``, ``${lab.zero_shot_runs:}``,
+    ``${lab.grid_folders:}`` and ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC through
+    hydra_plugins/)."""
     OmegaConf.register_new_resolver("lab.conf_hash", lambda: conf_hash(), replace=True)
     OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.finetunes", lambda *, _root_: OmegaConf.create(finetune_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),
+                                  replace=True)
+    OmegaConf.register_new_resolver("lab.zero_shot_runs", lambda *, _root_: OmegaConf.create(zero_shot_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.grid_folders", lambda *, _root_: OmegaConf.create(grid_folders(_root_)),
                                   replace=True)

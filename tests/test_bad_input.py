@@ -107,6 +107,27 @@ def test_a_sequence_longer_than_the_position_table_is_refused(tmp_path):
                                "model.max_position_embeddings=128 (the position table)")
 
 
+@pytest.mark.parametrize("override, key", [("eval_set.layout.lengths=[16,256]", "eval_set.layout.lengths[1]=256"),
+                                           ("eval_set.max_seq_length=200", "eval_set.max_seq_length=200")])
+def test_a_probe_or_fixed_set_longer_than_the_position_table_is_refused(tmp_path, override, key):
+    r = run_stage_here("eval_set", override, f"paths.eval_set={tmp_path / 'e'}")
+    assert r.returncode == 2 and _stage_error(r) == (f"error: eval_set: {key} is not allowed: expected at most "
+                                                     "model.max_position_embeddings=128 (the position table)")
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("eval_set.layout.lengths=[16,16]", "eval_set.layout.lengths=[16, 16] is not allowed: 16 is listed 2 times"),
+    ("eval_set.layout.along_rows=700", "eval_set.layout.along_rows=700 is not allowed: expected at most "
+                                       "eval_set.layout.rows=600"),
+    ("eval_set.layout.lengths=[2]", "eval_set.layout.lengths=[2] is not allowed: expected a non-empty list of "
+                                    "lengths >= 4"),
+])
+def test_bad_probe_settings_are_named(tmp_path, override, message):
+    r = run_stage_here("eval_set", override, f"paths.eval_set={tmp_path / 'e'}")
+    assert r.returncode == 2 and _stage_error(r).startswith(f"error: eval_set: {message}")
+
+
 
 # Each task loader (a `_target_` of conf/task) and the setting that points it at its data; None: data it ships with.
 DATA_SETTING = {"pipeline.finetune.tasks.glue": "data_dir", "pipeline.finetune.tasks.squad": "train",

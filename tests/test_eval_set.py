@@ -278,7 +278,7 @@ def test_each_kind_of_model_is_scored_on_what_it_reads(valid, held_out_small, tm
     module = modules[kind].eval()
     a = es.arrays
     with torch.no_grad():
-        batch = next(es.batches(len(es)))
+        batch = batch_fixed = next(es.batches(len(es)))
         pred, nll = module.fixed_scores(batch)
         k = 0
         for r in range(len(es)):
@@ -305,3 +305,15 @@ def test_each_kind_of_model_is_scored_on_what_it_reads(valid, held_out_small, tm
         assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)
         module.FIXED_BATCH = 3
         assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)
+        first = np.concatenate([np.nonzero(es.probe.arrays["cell"] == i)[0][:2] for i in range(len(es.probe.cells))])
+        head = es.probe.head(2)  # along pretraining: the first two rows of each cell
+        assert (head.arrays["input_ids"] == es.probe.arrays["input_ids"][np.sort(first)]).all()
+        assert module.probe_metrics(rows=2) == pytest.approx(
+            {f"layout/{k}": v for k, v in head.accuracy(hits[np.sort(first)]).items()}, abs=1e-9)
+        if kind == "mlm":  # NSP on the fixed set's clean pairs, at the end of training
+            out = module.model.bert(batch_fixed["input_ids"], batch_fixed["token_type_ids"],
+                                    batch_fixed["attention_mask"]).pooler_output
+            right = (module.model.cls.seq_relationship(out).argmax(-1) == batch_fixed["next_sentence_label"])
+            assert module.final_metrics() == {"fixed/nsp_acc": pytest.approx(float(right.float().mean()))}
+        else:
+            assert module.final_metrics() == {}

@@ -91,7 +91,7 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
     return {"mlflow_run_id": _run_id(), "steps": 100, "train_seconds": 12.0, f"val/{lm}_acc": final_acc,
             "val/loss": 6.0, "val/perplexity": 150.0, "lm": lm, "fixed/acc_masked": fixed_acc,
             "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0, **layout,
-            **({"val/nsp_acc": 0.50 + fixed_acc / 10} if lm == "mlm" else {})}
+            **({"fixed/nsp_acc": 0.50 + fixed_acc / 10} if lm == "mlm" else {})}
 
 
 def _ci_report_config(root: Path):
@@ -102,7 +102,6 @@ def _ci_report_config(root: Path):
                    f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
                    f"paths.eval_set={root / 'eval_set'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
-    write_json(m / "pairs.json", {s: {"format": "nsp_pairs", "fraction_random_next": 0.55} for s in ("train", "valid")})
     _floors(root / "eval_set")
     return cfg
 
@@ -170,14 +169,15 @@ def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(repor
 
 
 def test_nsp_is_read_against_its_base_rate(report):
-    """Held-out pairs with a random B 55% of the time: always guessing "random" scores 55%; the baseline's NSP
-    accuracy (0.516, 0.517) is below it."""
+    """The fixed set's pairs with the actual next B 45% of the time: always guessing "random" scores 55%; the
+    baseline's NSP accuracy (0.516, 0.517) is below it."""
     _, res = report
     nsp = res["nsp"]
     assert nsp["actual_next"] == pytest.approx(0.45) and nsp["base_rate"] == pytest.approx(0.55)
     assert nsp["accuracy"]["mean"] == pytest.approx(0.5165) and nsp["vs_base"]["verdict"] == "worse"
     assert res["summary"]["floors"]["nsp_base_rate"] == pytest.approx(0.55)
-    assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0%") for f in res["findings"])
+    assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0% of the fixed set's")
+               for f in res["findings"])
 
 
 def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):

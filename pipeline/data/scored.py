@@ -20,7 +20,7 @@ NOT_SCORED = -1
 def row_batches(arrays: dict[str, np.ndarray], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
     """Rows with scored positions (the fixed set's, or the layout probe's) in stored order, as (B, T) tensors
     padded to the batch's longest: ``input_ids`` (clean), ``corrupted``, ``token_type_ids``, ``attention_mask``,
-    ``kind`` (-1 where not scored)."""
+    ``kind`` (-1 where not scored), and the fixed set's ``next_sentence_label`` (B, 0 = B follows A)."""
     for start in range(0, len(arrays["lengths"]), batch_size):
         sl = slice(start, start + batch_size)
         T = int(arrays["lengths"][sl].max())
@@ -29,7 +29,9 @@ def row_batches(arrays: dict[str, np.ndarray], batch_size: int) -> Iterator[dict
                "corrupted": torch.from_numpy(arrays["corrupted"][sl, :T].astype(np.int64)),
                "token_type_ids": torch.from_numpy(arrays["token_type_ids"][sl, :T].astype(np.int64)),
                "attention_mask": (torch.arange(T)[None, :] < lengths[:, None]).long(),
-               "kind": torch.from_numpy(arrays["kind"][sl, :T].astype(np.int64))}
+               "kind": torch.from_numpy(arrays["kind"][sl, :T].astype(np.int64)),
+               **({"next_sentence_label": torch.from_numpy(arrays["next_sentence_label"][sl].astype(np.int64))}
+                  if "next_sentence_label" in arrays else {})}
 
 
 class EvalSet:

@@ -77,10 +77,12 @@ class PretrainingModule(L.LightningModule):
     # BLiMP along pretraining (``pipeline.zero_shot.along``): the network -> its overall accuracy, logged as
     # ``fixed/blimp`` at every validation; set by the pretrain stage on a baseline run when configured.
     along: Callable[[torch.nn.Module], float | None] | None = None
-    # The layout probe: at every validation the first ``probe_along`` rows of each cell (the baseline's runs: its
-    # curve along pretraining; 0: none), and every row at the validation after training (the stage sets
-    # ``probe_along`` to None, all rows, then). The whole probe reads several times the fixed set's tokens.
-    probe_along: int | None = None
+    # The layout probe along pretraining: the first ``probe_along`` rows of each cell at every validation (the
+    # baseline's runs; 0 for the others: the whole probe reads several times the fixed set's tokens). At the
+    # validation after training (``final``, set by the pretrain stage) every run is scored on all of it, and on
+    # what is measured at the end only (``final_metrics``).
+    probe_along: int = 0
+    final: bool = False
 
     @classmethod
     def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
@@ -144,8 +146,11 @@ class PretrainingModule(L.LightningModule):
             self.log("val/perplexity", torch.exp(self.val_lm_loss.compute()))
         self.val_lm_loss.reset()
         if self.eval_set is not None:
-            probe = self.probe_metrics(self.probe_along) if self.probe_along != 0 else {}
-            for k, v in {**self.fixed_metrics(), **probe, **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}.items():
+            rows = None if self.final else self.probe_along
+            measured = {**self.fixed_metrics(), **(self.probe_metrics(rows) if rows != 0 else {}),
+                        **(self.final_metrics() if self.final else {}),
+                        **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}
+            for k, v in measured.items():
                 self.log(k, v)
         if self.along is not None and (blimp := self.along(self.model)) is not None:
             self.log("fixed/blimp", blimp)
@@ -181,6 +186,10 @@ class PretrainingModule(L.LightningModule):
             predictions, _ = self.fixed_scores(batch)
             hits.append((predictions == batch["input_ids"][batch["kind"] >= 0]).cpu())
         return {f"layout/{k}": v for k, v in probe.accuracy(torch.cat(hits).numpy()).items()}
+
+    def final_metrics(self) -> dict[str, float]:
+        """What a kind of model is scored on once, after training (none by default)."""
+        return {}
 
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``
@@ -249,6 +258,21 @@ class BertPretraining(PretrainingModule):
         # The LM head runs at the predicted share of positions: the mask ratio, or every position left to right.
         share = 1.0 if self.ltr else self.masking.mlm_probability
         return self.model.config.train_flops_per_token(length, share)
+
+    @torch.no_grad()
+    def final_metrics(self) -> dict[str, float]:
+        """With NSP: its accuracy on the fixed set's clean pairs (``fixed/nsp_acc``; about half of their B segments
+        are the actual next one, ``meta.json``'s ``stats.actual_next``)."""
+        if not self.nsp:
+            return {}
+        right = total = 0
+        for batch in self.eval_set.batches(self.FIXED_BATCH):
+            batch = {k: v.to(self.device) for k, v in batch.items()}
+            pooled = self.model.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).pooler_output
+            predicted = self.model.cls.seq_relationship(pooled).argmax(-1)
+            right += int((predicted == batch["next_sentence_label"]).sum())
+            total += len(predicted)
+        return {"fixed/nsp_acc": right / total}
 
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """A masked LM reads the corrupted sequence and predicts at the scored position itself; a left-to-right LM

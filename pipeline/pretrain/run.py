@@ -72,7 +72,7 @@ def run(cfg: DictConfig) -> dict:
         start = time.perf_counter()
         trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
         train_seconds = time.perf_counter() - start
-        module.probe_along = None  # every run is scored on the whole layout probe at the end
+        module.final = True  # every run on the whole layout probe, and what is measured at the end only
         final = {k: round(float(v), 6) for k, v in trainer.validate(module, datamodule=data, verbose=False)[0].items()}
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:

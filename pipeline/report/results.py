@@ -332,16 +332,16 @@ def layout_findings(probe: dict | None) -> list[str]:
             f"{len(base['cells'])} cells ({'; '.join(below)}): it reads some layouts, not ordinary text in general."]
 
 
-def nsp_check(pres: list[dict], valid_pairs: dict | None, confidence: float) -> dict | None:
-    """Next-sentence prediction against its base rate: the share of the held-out pairs whose B is the actual next
-    segment (``metrics/pairs.json``), the accuracy of always guessing the more common label, and the baseline's
-    NSP accuracy on those pairs (``val/nsp_acc``) tested against it over the pretraining runs."""
-    values = [float(p["val/nsp_acc"]) for p in pres if p.get("val/nsp_acc") is not None]
-    if not values or not valid_pairs or valid_pairs.get("format") != "nsp_pairs":
+def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> dict | None:
+    """Next-sentence prediction against its base rate: the share of the fixed set's pairs whose B is the actual
+    next segment (its ``meta.json``), the accuracy of always guessing the more common label, and the baseline's
+    NSP accuracy on those pairs (``fixed/nsp_acc``) tested against it over the pretraining runs."""
+    values = [float(p["fixed/nsp_acc"]) for p in pres if p.get("fixed/nsp_acc") is not None]
+    if not values or not eval_meta or "actual_next" not in eval_meta.get("stats", {}):
         return None
-    random_share = float(valid_pairs["fraction_random_next"])
-    base = max(random_share, 1 - random_share)
-    return {"actual_next": round(1 - random_share, 6), "base_rate": round(base, 6),
+    actual = float(eval_meta["stats"]["actual_next"])
+    base = max(actual, 1 - actual)
+    return {"actual_next": round(actual, 6), "base_rate": round(base, 6),
             "accuracy": fixed.interval(values, confidence),
             "vs_base": compare(values, [base], test="fixed", confidence=confidence)}
 
@@ -351,7 +351,7 @@ def nsp_findings(nsp: dict | None) -> list[str]:
         return []
     a = nsp["accuracy"]
     return [f"Next-sentence prediction: B is the actual next segment in {100 * nsp['actual_next']:.1f}% of the "
-            f"held-out pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; the "
+            f"fixed set's pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; the "
             f"baseline's NSP accuracy is {100 * a['mean']:.1f}% ({describe(nsp['vs_base'], 'accuracy')})."]
 
 
@@ -408,15 +408,14 @@ def row_labels(families: list[dict]) -> dict[str, str]:
 
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
                      confidence: float = 0.95, task: str | None = None, floors: dict[str, dict] | None = None,
-                     eval_meta: dict | None = None, valid_pairs: dict | None = None) -> dict:
+                     eval_meta: dict | None = None) -> dict:
     """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
     was fine-tuned; ``task``: a suite's task to read (``pipeline.report.suites`` adds the other columns);
     ``floors``: the count-based floors on the fixed evaluation set; ``eval_meta``: the eval_set stage's
-    ``meta.json`` (how the set was built, the layout probe's cells and floors); ``valid_pairs``: the baseline's
-    held-out examples' statistics (``metrics/pairs.json``), for NSP's base rate.
+    ``meta.json`` (how the set was built, NSP's base rate on it, the layout probe's cells and floors).
     """
     results = load_runs(runs, task)
     variants = by_variant(results)
@@ -454,9 +453,9 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
         summary.setdefault(row, {}).update(numbers)
     if intrinsic and eval_meta:
         intrinsic["built"] = {**eval_meta["stats"], "settings": eval_meta["settings"]}
-    nsp = nsp_check([r["pretrain"] for r in base_runs], valid_pairs, confidence)
+    nsp = nsp_check([r["pretrain"] for r in base_runs], eval_meta, confidence)
     if nsp:
-        summary.setdefault(BASELINE, {})["val_nsp_acc"] = nsp["accuracy"]["mean"]
+        summary.setdefault(BASELINE, {})["fixed_nsp_acc"] = nsp["accuracy"]["mean"]
         summary.setdefault("floors", {})["nsp_base_rate"] = nsp["base_rate"]
     return {"grid": grid, "table": table, "summary": summary, "task": ft["task"],
             "metric": metric, "variant_modes": modes, "intrinsic": intrinsic, "layout": probe, "nsp": nsp,

@@ -29,9 +29,7 @@ def run(cfg: DictConfig) -> dict:
     task = first_task(suite) if suite else None
     eval_meta = read_json(Path(cfg.paths.eval_set) / "meta.json")  # the eval_set stage's sets and count-based floors
     res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task,
-                           floors=eval_meta["floors"], eval_meta=eval_meta,
-                           valid_pairs=read_json(pairs).get("valid") if (pairs := Path(cfg.paths.metrics) /
-                                                                         "pairs.json").exists() else None)
+                           floors=eval_meta["floors"], eval_meta=eval_meta)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
     floor = Path(cfg.paths.metrics) / "zero_shot_floor.json"
