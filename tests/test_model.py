@@ -132,14 +132,19 @@ def local_model(**overrides) -> BertModel:
 
 
 def first_layer_attention(model: BertModel, layer: int, T: int) -> torch.Tensor:
-    """(B, heads, T, T) the attention weights of ``layer``'s heads on random pieces of length T."""
+    """(B, heads, T, T) the attention weights of ``layer``'s heads on random pieces of length T (left to right for a
+    causal model)."""
+    causal = model.config.causal
     x = model.embeddings(random_ids(B=4, T=T))
     for block in model.encoder.layer[:layer]:
-        x = block(x, None, False)
+        x = block(x, None, causal)
     att = model.encoder.layer[layer].attention.self
     B, nh, hd = x.shape[0], att.num_heads, att.head_size
     q, k = (f(x).view(B, T, nh, hd).transpose(1, 2) for f in (att.query, att.key))
-    return torch.softmax(q @ k.transpose(-1, -2) / hd ** 0.5, -1)
+    scores = q @ k.transpose(-1, -2) / hd ** 0.5
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    return torch.softmax(scores, -1)
 
 
 @pytest.mark.parametrize("T", [16, 128])
@@ -152,6 +157,12 @@ def test_local_init_starts_each_first_layer_head_on_one_neighbour_at_any_length(
         a = first_layer_attention(model, layer, T)
         for head, delta in enumerate(deltas):
             assert a[:, head, i, i + delta].mean() > (0.6 if layer == 0 else 0.3)
+    causal = local_model(causal=True)  # left to right: the pieces before, one and two back, then three and four
+    for layer, deltas in enumerate(((-1, -2), (-3, -4))):
+        a = first_layer_attention(causal, layer, T)
+        j = torch.arange(4, T)
+        for head, delta in enumerate(deltas):
+            assert a[:, head, j, j + delta].mean() > 0.3
     normal = BertModel(tiny(hidden_size=128, num_attention_heads=2, intermediate_size=256, max_position_embeddings=128))
     assert first_layer_attention(normal, 0, T)[:, 0, i, i - 1].mean() < 2 / T  # BERT's init: spread over all
 

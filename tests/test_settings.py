@@ -116,7 +116,7 @@ def test_a_stage_names_an_unknown_key_in_one_line_before_any_work(tmp_path):
      "trainer.batch_size=100 is not allowed: expected a multiple of devices x nodes x accumulate_grad_batches = 3"),
     (["trainer.batch_size=128", "trainer.devices=[0,1,2]", "trainer.accelerator=gpu"],
      "trainer.batch_size=128 is not allowed: expected a multiple of devices x nodes x accumulate_grad_batches = 3"),
-    (["trainer=ddp", "trainer.num_nodes=3"], "trainer.batch_size=128 is not allowed: expected a multiple of nodes x "
+    (["trainer=ddp", "trainer.num_nodes=3"], "trainer.batch_size=16 is not allowed: expected a multiple of nodes x "
                                              "accumulate_grad_batches (and of the devices trainer.devices=auto finds) = 3"),
 ])
 def test_the_checks_that_ran_after_compute_fail_at_validation(overrides, message):

@@ -116,15 +116,18 @@ def build(valid: PairsDataset, config: EvalSetConfig, *, mask_id: int, cls_id: i
             "lengths": lengths, "kind": kind, "next_sentence_label": nsp}
 
 
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    """The 10th, 50th and 90th percentiles (``p10``, ``p50``, ``p90``)."""
+    return {f"p{q}": float(np.percentile(values, q)) for q in (10, 50, 90)}
+
+
 def sequence_stats(arrays: dict[str, np.ndarray], sep_id: int) -> dict:
     """What the set's sequences look like (the layout a model is scored in): lengths, where the first ``[SEP]``
     stands, and the share of B segments that follow their A."""
-    lengths = arrays["lengths"]
-    first_sep = (arrays["input_ids"] == sep_id).argmax(1)
     labels = arrays["next_sentence_label"]
-    pct = lambda v: {f"p{q}": float(np.percentile(v, q)) for q in (10, 50, 90)}  # noqa: E731
-    return {"sequences": int(len(lengths)), "tokens": int(lengths.sum()), "length": pct(lengths),
-            "first_sep": pct(first_sep), "actual_next": round(float((labels == 0).mean()), 6) if len(labels) else 0.0}
+    return {"sequences": int(len(arrays["lengths"])), "tokens": int(arrays["lengths"].sum()),
+            "length": percentiles(arrays["lengths"]), "first_sep": percentiles((arrays["input_ids"] == sep_id).argmax(1)),
+            "actual_next": round(float((labels == 0).mean()), 6)}
 
 
 def write(out: str | Path, arrays: dict[str, np.ndarray], probe: Probe, config: EvalSetConfig, layout: dict,

@@ -243,7 +243,10 @@ def init_weights(module: nn.Module, std: float) -> None:
         nn.init.zeros_(module.bias)
 
 
-LOCAL_HEADS = ((-1, 1), (-2, 2))  # the local initialisation: which neighbour each head of the first layers reads
+# The local initialisation: which neighbour each head of the first layers reads; a left-to-right model's heads
+# read the pieces before (a later one is masked from them).
+LOCAL_HEADS = ((-1, 1), (-2, 2))
+LOCAL_HEADS_CAUSAL = ((-1, -2), (-3, -4))
 LOCAL_AMPLITUDE = 0.08  # the position code's amplitude in the position table (token embeddings: N(0, 0.02))
 LOCAL_SHARPNESS = 0.5   # attention logit per unit of the code's kernel: at init the neighbour's logit is 8, the next
                         # ones' about 5, the rest's about 0
@@ -278,7 +281,7 @@ def local_attention_init(model: "BertModel") -> None:
     and stays at the unigram plateau (docs/recipe.md). Here the position table starts as a code (``position_code``)
     in the last 2F dimensions of the hidden state, where token and segment embeddings start at zero, and in
     each of the first ``len(LOCAL_HEADS)`` layers the first heads' queries and keys read that code so that a
-    head attends to the piece ``delta`` positions away (the logit of key j for query i is ``LOCAL_SHARPNESS *
+    head attends to the piece ``delta`` positions away (``LOCAL_HEADS``; ``LOCAL_HEADS_CAUSAL`` left to right) (the logit of key j for query i is ``LOCAL_SHARPNESS *
     sum_f cos(w_f (i + delta - j))``, after the embeddings' LayerNorm) at every position and length; their other
     dimensions, and everything else, keep BERT's initialisation. Every weight stays trainable, and the network
     is a plain BERT (learned absolute positions) that Hugging Face loads unchanged.
@@ -296,7 +299,7 @@ def local_attention_init(model: "BertModel") -> None:
     var = (emb.word_embeddings.weight.pow(2).mean() + emb.token_type_embeddings.weight.pow(2).mean()).item()
     gain = LOCAL_AMPLITUDE / math.sqrt(var + LOCAL_AMPLITUDE ** 2 * code.pow(2).sum(1).mean().item() / H)
     b = math.sqrt(LOCAL_SHARPNESS * math.sqrt(hd)) / gain  # q.k / sqrt(hd) = b^2 gain^2 code_i R^T code_j / sqrt(hd)
-    for layer, deltas in zip(model.encoder.layer, LOCAL_HEADS):
+    for layer, deltas in zip(model.encoder.layer, LOCAL_HEADS_CAUSAL if config.causal else LOCAL_HEADS):
         attention = layer.attention.self
         for head, delta in enumerate(deltas[:config.num_attention_heads]):
             rows = slice(head * hd, head * hd + code.shape[1])

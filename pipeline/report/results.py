@@ -350,9 +350,12 @@ def nsp_findings(nsp: dict | None) -> list[str]:
     if not nsp:
         return []
     a = nsp["accuracy"]
-    return [f"Next-sentence prediction: B is the actual next segment in {100 * nsp['actual_next']:.1f}% of the "
-            f"fixed set's pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; the "
-            f"baseline's NSP accuracy is {100 * a['mean']:.1f}% ({describe(nsp['vs_base'], 'accuracy')})."]
+    head = (f"Next-sentence prediction: B is the actual next segment in {100 * nsp['actual_next']:.1f}% of the "
+            f"fixed set's pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; ")
+    if all(abs(u - nsp["base_rate"]) < 5e-7 for u in a["units"]):
+        return [head + f"the baseline's NSP accuracy is exactly that in all {len(a['units'])} runs: its NSP head "
+                       "gives every pair the more common label, and has not learned the task at this budget."]
+    return [head + f"the baseline's NSP accuracy is {100 * a['mean']:.1f}% ({describe(nsp['vs_base'], 'accuracy')})."]
 
 
 def method(variants: dict[str, list[dict]], families: list[dict], metric: str, confidence: float) -> dict:
