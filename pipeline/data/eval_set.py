@@ -64,7 +64,7 @@ class EvalSetConfig:
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
     keep_prob: float = 0.1
-    max_sequences: int | None = None   # the first N valid examples; None: all
+    max_sequences: int | None = 600    # the first N held-out sequences; None: all
     seed: int = 0
 
     def pairs(self) -> PairsSettings:
