@@ -301,7 +301,7 @@ def test_each_kind_of_model_is_scored_on_what_it_reads(valid, held_out_small, tm
         batch = next(row_batches(es.probe.arrays, len(es.probe.arrays["lengths"])))
         p, _ = module.fixed_scores(batch)
         hits = (p == batch["input_ids"][batch["kind"] >= 0]).numpy()
-        expected = {f"layout/{k}": v for k, v in es.probe.accuracy(hits).items()}
+        expected = {**{f"layout/{k}": v for k, v in es.probe.accuracy(hits).items()}, "layout/rows": 10.0}
         assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)
         module.FIXED_BATCH = 3
         assert module.probe_metrics() == pytest.approx(expected, abs=1e-9)
@@ -309,7 +309,8 @@ def test_each_kind_of_model_is_scored_on_what_it_reads(valid, held_out_small, tm
         head = es.probe.head(2)  # along pretraining: the first two rows of each cell
         assert (head.arrays["input_ids"] == es.probe.arrays["input_ids"][np.sort(first)]).all()
         assert module.probe_metrics(rows=2) == pytest.approx(
-            {f"layout/{k}": v for k, v in head.accuracy(hits[np.sort(first)]).items()}, abs=1e-9)
+            {**{f"layout/{k}": v for k, v in head.accuracy(hits[np.sort(first)]).items()}, "layout/rows": 2.0},
+            abs=1e-9)
         if kind == "mlm":  # NSP on the fixed set's clean pairs, at the end of training
             out = module.model.bert(batch_fixed["input_ids"], batch_fixed["token_type_ids"],
                                     batch_fixed["attention_mask"]).pooler_output

@@ -84,10 +84,11 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
     rows = [f"{step},{fixed_acc * step / 100},{1000 * step},{0.1 * step},{1e9 * step}" for step in (25, 50, 75, 100)]
     Path(plots, "pretrain_fixed.csv").write_text("\n".join(["step,acc_masked,tokens,seconds,flops", *rows]) + "\n")
     layout = _layout(fixed_acc + 0.1, weak=fixed_acc + 0.03)
-    rows = [",".join([str(step), str(1000 * step), *(str(v * step / 100) for v in layout.values())])
-            for step in (50, 100)]
+    # along pretraining the first 25 rows of each cell (steps 50 and 99), then all 100 after training (step 100)
+    rows = [",".join([str(step), str(1000 * step), str(n), *(str(v * step / 99) for v in layout.values())])
+            for step, n in ((50, 25), (99, 25), (100, 100))]
     Path(plots, "pretrain_layout.csv").write_text(
-        "\n".join([",".join(["step", "tokens", *(c["name"] for c in CELLS)]), *rows]) + "\n")
+        "\n".join([",".join(["step", "tokens", "rows", *(c["name"] for c in CELLS)]), *rows]) + "\n")
     return {"mlflow_run_id": _run_id(), "steps": 100, "train_seconds": 12.0, f"val/{lm}_acc": final_acc,
             "val/loss": 6.0, "val/perplexity": 150.0, "lm": lm, "fixed/acc_masked": fixed_acc,
             "fixed/acc_replaced": fixed_acc, "fixed/acc_unchanged": 0.8, "fixed/loss_masked": 4.0, **layout,
@@ -161,7 +162,8 @@ def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(repor
     assert summary["baseline"]["layout_min"] == pytest.approx(0.195)
     assert summary["floors"]["layout"]["left"]["single16_early"] == 0.20
     along = probe["along"]   # the baseline's runs at each validation, from plots/pretrain_layout.csv
-    assert [p["step"] for p in along] == [50, 100] and along[1]["cells"]["single16_early"]["mean"] == pytest.approx(0.265)
+    assert [p["step"] for p in along] == [50, 99] and along[1]["rows"] == 25   # the whole probe's point left out
+    assert along[1]["cells"]["single16_early"]["mean"] == pytest.approx(0.265)
     md = (folder / "report.md").read_text()
     assert md.index("## Does it read ordinary text? The layout probe") < md.index("## Findings")
     assert "the first [SEP] at position 20 to 95" in md and "45% of them with the actual next segment" in md

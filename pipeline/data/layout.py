@@ -15,7 +15,9 @@ about the held-out text as fine-tuning and ``fill-mask`` give it:
   length are left out), the hidden piece in the middle of A or of B.
 
 Every row hides one piece, shown as ``[MASK]``; the rest of the row is clean,
-so each row asks one question. Windows and pairs are drawn once from ``seed``.
+so each row asks one question. Windows and pairs are drawn once from ``seed``
+and stored in the order drawn, so the first rows of a cell are a random sample
+of it (what a run is scored on along pretraining).
 The rows are stored as the fixed set's are (``pipeline.data.scored``: clean
 and corrupted ids, segments, lengths, kind 0 at the hidden piece), with the
 cell of each row, so every kind of model reads them as it reads the fixed set
@@ -115,7 +117,7 @@ def build(corpus, *, lengths: tuple[int, ...], rows: int, seed: int, cls_id: int
         if len(starts) == 0:
             raise DataError(f"{source}: no document of the held-out split holds {n - 2} consecutive pieces, so "
                             f"eval_set.layout.lengths cannot hold {n}: expected lengths the valid split can fill")
-        for t in sorted(rng.sample(range(len(starts)), min(rows, len(starts)))):
+        for t in rng.sample(range(len(starts)), min(rows, len(starts))):  # in random order: any first rows are a sample
             text = tokens[starts[t]:starts[t] + n - 2].tolist()
             for j, share in enumerate(WHERE.values()):
                 made.append(([cls_id, *text, sep_id], n, 1 + int((n - 2) * share), 3 * i + j))
@@ -124,7 +126,7 @@ def build(corpus, *, lengths: tuple[int, ...], rows: int, seed: int, cls_id: int
     if len(pairs) == 0:
         raise DataError(f"{source}: no two consecutive sentences of one document fit eval_set.layout.lengths' "
                         f"longest, {longest} positions: expected a held-out split with sentences that short")
-    for s in sorted(rng.sample(list(pairs), min(rows, len(pairs)))):
+    for s in rng.sample(list(pairs), min(rows, len(pairs))):
         a, b = tokens[sents[s]:sents[s + 1]].tolist(), tokens[sents[s + 1]:sents[s + 2]].tolist()
         ids = [cls_id, *a, sep_id, *b, sep_id]
         for j, (lo, n) in enumerate(((1, len(a)), (len(a) + 2, len(b)))):

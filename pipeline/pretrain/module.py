@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import lightning.pytorch as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torchmetrics.aggregation import MeanMetric
@@ -178,14 +179,16 @@ class PretrainingModule(L.LightningModule):
     def probe_metrics(self, rows: int | None = None) -> dict[str, float]:
         """Accuracy in each cell of the layout probe (``layout/<cell>``, ``pipeline.data.layout``): single segments
         of each length with the hidden piece early, in the middle and late, and natural sentence pairs; the first
-        ``rows`` rows of each cell (None: all)."""
+        ``rows`` rows of each cell (None: all), and how many rows a cell had (``layout/rows``)."""
         probe, hits = self.eval_set.probe, []
         probe = probe if rows is None else probe.head(rows)
         for batch in row_batches(probe.arrays, self.FIXED_BATCH):
             batch = {k: v.to(self.device) for k, v in batch.items()}
             predictions, _ = self.fixed_scores(batch)
             hits.append((predictions == batch["input_ids"][batch["kind"] >= 0]).cpu())
-        return {f"layout/{k}": v for k, v in probe.accuracy(torch.cat(hits).numpy()).items()}
+        rows_per_cell = int(np.bincount(probe.arrays["cell"], minlength=len(probe.cells)).min())
+        return {**{f"layout/{k}": v for k, v in probe.accuracy(torch.cat(hits).numpy()).items()},
+                "layout/rows": float(rows_per_cell)}
 
     def final_metrics(self) -> dict[str, float]:
         """What a kind of model is scored on once, after training (none by default)."""

@@ -245,7 +245,7 @@ def write_curves(client, run_id: str, plots_dir: Path, cells: list[str]) -> None
     for split, keys in {"train": ["train/loss", *(f"train/{a}" for a in accuracies), "train/nsp_acc"],
                         "val": ["val/loss", *(f"val/{a}" for a in accuracies), "val/nsp_acc", "val/perplexity"],
                         "fixed": [*FIXED_CURVE],
-                        "layout": ["fixed/tokens", *(f"layout/{c}" for c in cells)]}.items():
+                        "layout": ["fixed/tokens", "layout/rows", *(f"layout/{c}" for c in cells)]}.items():
         series = {k: dict(metric_history(client, run_id, k)) for k in keys}
         series = {k: v for k, v in series.items() if v}
         steps = sorted({s for v in series.values() for s in v})

@@ -366,9 +366,10 @@ def layout_along_figure(probe: dict):
     if bigram:
         lo, hi = (100 * v for v in (min(bigram["cells"].values()), max(bigram["cells"].values())))
         ax.axhspan(lo, hi, color="#999", alpha=0.2, lw=0, label=f"bigram floor: {lo:.1f} to {hi:.1f}% by cell")
+    rows = f", the first {along[0]['rows']:.0f} rows of each cell" if along[0].get("rows") else ""
     ax.set(xlabel="pretraining step", ylabel="accuracy at the hidden piece (%)", ylim=(0, None),
            title=f"The baseline on the layout probe along pretraining (mean of {along[0]['runs']} "
-                 f"run{'s' if along[0]['runs'] > 1 else ''})")
+                 f"run{'s' if along[0]['runs'] > 1 else ''}{rows})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

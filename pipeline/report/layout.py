@@ -71,15 +71,17 @@ def read_curve(plots: str | Path | None) -> list[dict[str, float]]:
 
 def along(plots: list[str | None], cells: list[dict]) -> list[dict]:
     """The baseline along pretraining: at each validation all its runs reached, the mean over them of each cell,
-    the lowest and highest run, and the tokens seen."""
-    curves = [c for c in (read_curve(p) for p in plots) if c]
+    the lowest and highest run, the tokens seen and the rows a cell had (its first rows; the whole probe at the
+    end is a number of its own, left out)."""
+    curves = [[p for p in c if p.get("rows", 0) < max(q.get("rows", 0) for q in c)] or c
+              for c in (read_curve(p) for p in plots) if c]
     if not curves:
         return []
     n = min(len(c) for c in curves)
     out = []
     for j in range(n):
         point = {"step": curves[0][j]["step"], "tokens": float(np.mean([c[j].get("tokens", 0.0) for c in curves])),
-                 "runs": len(curves), "cells": {}}
+                 "runs": len(curves), "rows": curves[0][j].get("rows"), "cells": {}}
         for cell in cells:
             values = [c[j][cell["name"]] for c in curves if cell["name"] in c[j]]
             if values:

@@ -400,8 +400,9 @@ def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dic
 
 
 def row_labels(families: list[dict]) -> dict[str, str]:
-    """Each pretraining variant's label in the first family table that shows it."""
-    out: dict[str, str] = {}
+    """Each pretraining variant's label in the first family table that shows it (the baseline: "the baseline",
+    whatever a family calls it)."""
+    out: dict[str, str] = {BASELINE: "the baseline"}
     for fam in families:
         for r in fam["rows"]:
             if r["kind"] == "variant":
