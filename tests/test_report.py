@@ -618,3 +618,18 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
 def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
     reports, res = report
     assert res["zero_shot"]["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()
+
+
+def test_method_text_leaves_out_power_when_no_variant_was_compared():
+    """A grid of the baseline alone (experiment=demo_long) has no observed difference: the method paragraph
+    gives the false-positive rate and the detectable difference, not an empty power list."""
+    from pipeline.report.render import method_text
+    method = {"pretraining_runs": {"baseline": 3}, "finetune_seeds": 5, "confidence": 0.95,
+              "sd_pretrain": 0.008, "sd_finetune": 0.013, "false_positive_rate": 0.05, "smallest_detectable": 0.03,
+              "power_at_observed": {}}
+    text = method_text({"method": method, "metric": "accuracy"})
+    assert "power —" not in text and "at the observed differences" not in text
+    assert "a false-positive rate of 5.0% on no difference, and 80% power from a difference of 3.0 points" in text
+    method["power_at_observed"] = {"1.1": 0.06}
+    assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(
+        {"method": method, "metric": "accuracy"})

@@ -236,8 +236,9 @@ def method_text(res: dict) -> str:
             f"sd {fmt(metric, m['sd_finetune'])} (points of {metric}).")
     if "false_positive_rate" in m:
         power = ", ".join(f"{d}: {100 * p:.0f}%" for d, p in m["power_at_observed"].items())
+        observed = f"power {power} at the observed differences, " if power else ""
         text += (f" At that noise, simulated: a false-positive rate of {100 * m['false_positive_rate']:.1f}% on no "
-                 f"difference, power {power or '—'} at the observed differences, and 80% power from a difference "
+                 f"difference, {observed}and 80% power from a difference "
                  f"of {fmt(metric, m['smallest_detectable'])} points.")
     return text + (" The paper's numbers come from models hundreds of times larger trained far longer: compare "
                    "directions, not values.")
