@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from pipeline.config import compose
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
+from pipeline.report.render import method_text
 from pipeline.report.run import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
@@ -623,7 +624,6 @@ def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
 def test_method_text_leaves_out_power_when_no_variant_was_compared():
     """A grid of the baseline alone (experiment=demo_long) has no observed difference: the method paragraph
     gives the false-positive rate and the detectable difference, not an empty power list."""
-    from pipeline.report.render import method_text
     method = {"pretraining_runs": {"baseline": 3}, "finetune_seeds": 5, "confidence": 0.95,
               "sd_pretrain": 0.008, "sd_finetune": 0.013, "false_positive_rate": 0.05, "smallest_detectable": 0.03,
               "power_at_observed": {}}
