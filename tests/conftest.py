@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,19 @@ def shared_data(*parts: str) -> Path:
     if not p.exists():
         pytest.skip(f"{p} not available")
     return p
+
+
+def chromedriver() -> str:
+    """Chromium's driver for the browser tests. Without it a test skips, except under CI (`.ci/run` sets
+    BERT_LAB_REQUIRE_BROWSER=1 after installing Chromium), where a missing browser fails the test instead of
+    hiding behind a skip."""
+    driver = shutil.which("chromedriver")
+    if driver is None:
+        message = "Chromium's driver is not installed (Debian: apt-get install chromium chromium-driver)"
+        if os.environ.get("BERT_LAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{message}, and BERT_LAB_REQUIRE_BROWSER=1 requires it")
+        pytest.skip(message)
+    return driver
 
 
 def run_stage(stage: str, *overrides: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, shared_data
+from conftest import ROOT, chromedriver, shared_data
 
 pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
@@ -216,9 +216,7 @@ def test_mlflow_ui_lists_the_grid_with_its_downstream_scores(project, tmp_path):
     dst, env = project
     if not (dst / "mlflow.db").exists():
         pytest.skip("needs the pipeline run above")
-    driver_path = shutil.which("chromedriver")
-    if driver_path is None:
-        pytest.skip("Chromium's driver is not installed (Debian: apt-get install chromium chromium-driver)")
+    driver_path = chromedriver()
     from mlflow.tracking import MlflowClient
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from omegaconf import OmegaConf
 
+from conftest import chromedriver
 from pipeline.config import compose
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
@@ -347,9 +347,7 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
 
 def test_report_renders_in_headless_chromium(report, tmp_path):
     """Open index.html offline in Chromium: every image decodes, nothing on the console, a screenshot is saved."""
-    driver_path = shutil.which("chromedriver")
-    if driver_path is None:
-        pytest.skip("Chromium's driver is not installed (Debian: apt-get install chromium chromium-driver)")
+    driver_path = chromedriver()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -633,3 +631,14 @@ def test_method_text_leaves_out_power_when_no_variant_was_compared():
     method["power_at_observed"] = {"1.1": 0.06}
     assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(
         {"method": method, "metric": "accuracy"})
+
+
+def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
+    """`.ci/run` sets BERT_LAB_REQUIRE_BROWSER=1: there a missing chromedriver fails the browser tests."""
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("BERT_LAB_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="BERT_LAB_REQUIRE_BROWSER=1 requires it"):
+        chromedriver()
+    monkeypatch.delenv("BERT_LAB_REQUIRE_BROWSER")
+    with pytest.raises(pytest.skip.Exception, match="Chromium's driver is not installed"):
+        chromedriver()
