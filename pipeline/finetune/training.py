@@ -167,7 +167,7 @@ class Runner:
 
     def classical(self) -> dict:
         """The task's baseline without a network or pretraining (deterministic: one run)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define classical() (an abstract hook of {__name__})")
 
     def outputs(self) -> dict[str, Any]:
         """The runs' files the stage writes beside its metrics: {path under ``paths.metrics``: JSON content}."""
@@ -184,11 +184,11 @@ class Runner:
         return self.task.num_outputs
 
     def objective(self) -> Objective:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define objective() (an abstract hook of {__name__})")
 
     def frozen_head(self, feature_set: str) -> nn.Module:
         """The trainable network on the frozen encoder (it reads ``inputs(mode)`` of each batch)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define frozen_head() (an abstract hook of {__name__})")
 
     def loaders(self, mode: str, seed: int) -> tuple[DataLoader, DataLoader]:
         """(train, dev) batches of a run: the train examples shuffled by the seed."""

@@ -88,7 +88,7 @@ class PretrainingModule(L.LightningModule):
     @classmethod
     def from_setup(cls, config, setup: PretrainSetup) -> "PretrainingModule":
         """The module pretraining a model of ``config``, its weights freshly initialised."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{cls.__name__} must define from_setup() (an abstract hook of {__name__})")
 
     def __init__(self, *, optim: dict, max_steps: int, fused_optimizer: bool = True, eval_set: EvalSet | None = None):
         super().__init__()
@@ -198,7 +198,7 @@ class PretrainingModule(L.LightningModule):
         """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``
         >= 0, in row-major order. ``batch`` holds the clean ``input_ids``, the ``corrupted`` ones, segments,
         attention mask and kinds (``pipeline.data.scored.EvalSet.batches``)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define fixed_scores() (an abstract hook of {__name__})")
 
     @staticmethod
     def scored_from_logits(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
