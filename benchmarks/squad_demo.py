@@ -32,11 +32,12 @@ from pathlib import Path
 import torch
 
 from pipeline.data.tokenizer import load_tokenizer
-from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
+from pipeline.finetune.modes import feature_set, is_frozen
 from pipeline.finetune.spans import SpanRunner
 from pipeline.finetune.tasks.squad import squad
 from pipeline.finetune.training import Recipe
 from pipeline.io import write_json
+from pipeline.names import CLASSICAL
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "squad" / "v1.1" / "dev-v1.1.json"

@@ -40,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 from pretrain_step import matmul_peak_gflops  # noqa: E402  (this folder)
 from pipeline.config import compose  # noqa: E402
-from pipeline.finetune.modes import CLASSICAL, is_frozen  # noqa: E402
+from pipeline.finetune.modes import is_frozen  # noqa: E402
 from pipeline.model.bert import (BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
                                  BertForTokenClassification)
-from pipeline.model.config import build_config  # noqa: E402
+from pipeline.model_config import build_config  # noqa: E402
+from pipeline.names import CLASSICAL
 
 # Official training / dev sizes (examples; SQuAD: questions, about one 384-token window each at BERT's settings).
 SIZES = {"MNLI-m": (392_702, 9_815), "QNLI": (104_743, 5_463), "MRPC": (3_668, 408), "SST-2": (67_349, 872),

@@ -3,7 +3,7 @@
 Every check names the key, the value and what is allowed, so a bad setting
 fails before any compute is spent, never deep inside training. Each check has
 one owner: a group's own settings are checked by its class in
-``pipeline.settings`` (the model's by its config class, ``pipeline.model.config``);
+``pipeline.settings`` (the model's by its config class, ``pipeline.model_config``);
 ``validate`` builds them all, at the start of every stage and in the check_conf
 stage, and keeps only the rules between groups.
 """
@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.errors import ConfigError, LabError
-from pipeline.model.config import build_config
+from pipeline.model_config import build_config
 from pipeline.settings import Settings, read_groups
 from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 

@@ -1,13 +1,6 @@
-"""Optimisers and schedules shared by pretraining and fine-tuning.
-
-torch is imported where an optimiser is built, so the validator can import
-``OPTIMIZERS`` without loading it.
-"""
+"""Optimisers and schedules shared by pretraining and fine-tuning (``optim.name``, ``optim.schedule``: their names
+are ``pipeline.names.OPTIMIZERS`` and ``SCHEDULES``)."""
 from __future__ import annotations
-
-OPTIMIZERS = ("adamw", "lamb")  # optim.name
-SCHEDULES = ("linear", "wsd")    # optim.schedule
-
 
 def param_groups(model, weight_decay: float) -> list[dict]:
     """BERT's rule: no weight decay on LayerNorm weights and biases (1-D parameters)."""

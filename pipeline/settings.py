@@ -17,14 +17,9 @@ from typing import Any, ClassVar, Mapping
 
 from omegaconf import OmegaConf
 
-from pipeline.data.shards import FORMATS
-from pipeline.data.tokenizer import SPECIAL_TOKENS
 from pipeline.errors import ConfigError
-from pipeline.finetune.modes import MODES
-from pipeline.model.config import config_class
-from pipeline.optim import OPTIMIZERS, SCHEDULES
-from pipeline.pretrain.objectives import LM_OBJECTIVES
-from pipeline.report.specs import check_families
+from pipeline.model_config import LM_OBJECTIVES, config_class
+from pipeline.names import FORMATS, MODES, OPTIMIZERS, SCHEDULES, SPECIAL_TOKENS, check_families
 from pipeline.values import (BETAS, BOOL, DURATION, FINITE, MAPPING, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE,
                              POSITIVE_INT, PROBABILITY, TEXT, Kind, distinct, integer, is_int, list_of, number, one_of,
                              shown)
@@ -245,7 +240,7 @@ class ObjectiveSettings(Settings):
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings(Settings):
     """The keys every architecture has; ``shape`` holds the architecture's own (its config class's fields,
-    whose values that class checks: ``pipeline.model.config``, built by the validator with the vocabulary
+    whose values that class checks: ``pipeline.model_config``, built by the validator with the vocabulary
     and the objective)."""
     KEY = "model"
     name: str = setting(TEXT)
@@ -278,7 +273,7 @@ class ModelSettings(Settings):
                 FINITE.check(f"{key}.{name}", value)
 
     def values(self) -> dict:
-        """The settings as the model's config takes them (``pipeline.model.config.build_config``)."""
+        """The settings as the model's config takes them (``pipeline.model_config.build_config``)."""
         return {"architecture": self.architecture, "max_position_embeddings": self.max_position_embeddings,
                 **self.shape}
 

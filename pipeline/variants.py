@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ConfigError
-from pipeline.finetune.modes import SEED_FREE
+from pipeline.names import SEED_FREE
 from pipeline.settings import GridSettings
 
 BASELINE = "baseline"

@@ -150,7 +150,7 @@ def tiny_export(root: Path) -> Path:
     from pipeline.data.corpus import bible_documents
     from pipeline.io import write_json
     from pipeline.model.bert import BertForPreTraining
-    from pipeline.model.config import BertConfig
+    from pipeline.model_config import BertConfig
     from pipeline.model.hf import save_hf
     from pipeline.data.wordpiece import train_wordpiece
 

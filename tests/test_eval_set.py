@@ -17,7 +17,7 @@ from pipeline.data.layout import WHERE, build as build_probe
 from pipeline.data.ngram import FLOORS, FLOORS_OF, NgramTables
 from pipeline.data.shards import FORMAT_VERSION, PairsDataset
 from pipeline.errors import DataError
-from pipeline.pretrain.objectives import metric_prefix
+from pipeline.model_config import metric_prefix
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
 VOCAB = 1000  # the held-out split's pieces are their own positions
@@ -227,7 +227,7 @@ def test_every_kind_of_language_model_has_its_floors():
 # --------------------------------------------------------------------------- #
 def _modules(tmp_path, valid, probe):
     from pipeline.data.masking import MaskingConfig
-    from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig
+    from pipeline.model_config import BertConfig, ElmoConfig, StaticConfig
     from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
     from pipeline.pretrain.module import BertPretraining
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from pipeline.finetune.heads import FeatureHead, pooled_states
-from pipeline.finetune.modes import FEATURE_SETS
 from pipeline.finetune.training import Finetuning, summarize
 from pipeline.model.bert import BertConfig, BertModel
 from pipeline.model.downstream import Encoder
+from pipeline.names import FEATURE_SETS
 
 
 def test_pooled_states_average_real_tokens_of_every_layer():

@@ -9,7 +9,7 @@ from conftest import ROOT
 from pipeline.check_conf import check_params
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
-from pipeline.finetune.modes import MODES, SEED_FREE
+from pipeline.names import MODES, SEED_FREE
 from pipeline.report.results import load_families
 from pipeline.variants import BASELINE, apply_variant, catalogue, data_overrides, find_variant, run_name
 

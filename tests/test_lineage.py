@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError
-from pipeline.model.config import ElmoConfig, StaticConfig, build_config
+from pipeline.model_config import ElmoConfig, StaticConfig, build_config
 from pipeline.model.elmo import ElmoLM, reverse_padded
 from pipeline.model.static import StaticEmbeddings, context_windows, noise_distribution, shifted
 from pipeline.report.probe import anisotropy, occurrences, self_similarity

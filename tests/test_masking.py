@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from pipeline.model.config import IGNORE_INDEX
 from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
+from pipeline.names import IGNORE_INDEX
 
 MASK, CLS, SEP, V = 4, 2, 3, 1000
 

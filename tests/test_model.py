@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel, pretraining_loss
-from pipeline.model.config import BertConfig
+from pipeline.model_config import BertConfig
 from pipeline.model.hf import load_hf, save_hf
 from pipeline.model.lm_loss import linear_cross_entropy
 from conftest import TINY_BERT as TINY

@@ -8,7 +8,7 @@ transformers = pytest.importorskip("transformers")
 
 from pipeline.model.bert import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
                                  BertModel, pretraining_loss)
-from pipeline.model.config import BertConfig  # noqa: E402
+from pipeline.model_config import BertConfig  # noqa: E402
 from pipeline.model.hf import load_hf, save_hf  # noqa: E402
 from pipeline.model.hf import config_from_hf, config_to_hf  # noqa: E402
 from conftest import TINY_BERT as TINY  # noqa: E402

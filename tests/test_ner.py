@@ -70,7 +70,7 @@ def test_an_entity_type_missing_from_train_is_refused(tmp_path):
 
 def test_words_are_labelled_on_their_first_piece(tmp_path):
     from pipeline.finetune.tokens import encode_ner
-    from pipeline.model.config import IGNORE_INDEX
+    from pipeline.names import IGNORE_INDEX
     from pipeline.finetune.tasks.conll import Sentence
     from pipeline.data.tokenizer import load_tokenizer
     from pipeline.data.wordpiece import train_wordpiece
@@ -134,7 +134,7 @@ def _synthetic_conll(path, n, seed):
 
 
 def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
-    from pipeline.finetune.modes import MODES
+    from pipeline.names import MODES
 
     tiny_export(tmp_path)
     _synthetic_conll(tmp_path / "train.txt", 80, 0)

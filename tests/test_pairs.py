@@ -17,13 +17,12 @@ import yaml
 
 from conftest import ROOT
 from pipeline.data import pairs as pairs_mod
-from pipeline.errors import DataError, LabError
+from pipeline.errors import ConfigError, DataError, LabError
 from pipeline.data.encoded import EncodedCorpus, encode_corpus, encode_documents_to_corpus
 from pipeline.data.pairs import (make_examples, packed_examples, pair_examples, plan_shards, shard_rng, trim_counts,
                             write_examples)
 from pipeline.data.shards import PairsDataset
-from pipeline.errors import ConfigError
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 from pipeline.settings import PairsSettings
 
 CLS, SEP, FIRST_WORD_ID = 2, 3, 5  # 0 [PAD], 1 [UNK], 4 [MASK] are unused in synthetic corpora

@@ -15,9 +15,9 @@ from pipeline.errors import DataError
 from pipeline.data.masking import MaskingConfig, mask_tokens
 from pipeline.data.pairs import make_examples
 from pipeline.data.shards import PairsDataset
-from pipeline.model.config import IGNORE_INDEX
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.data.wordpiece import train_wordpiece
+from pipeline.names import IGNORE_INDEX
 from pipeline.settings import PairsSettings
 
 MAX_LEN = 32

@@ -10,10 +10,9 @@ import torch
 from conftest import ROOT
 from pipeline.config import compose
 from pipeline.errors import ConfigError, DataError
-from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig, build_config, config_classes
+from pipeline.model_config import LM_OBJECTIVES, BertConfig, ElmoConfig, StaticConfig, build_config, config_classes, metric_prefix
 from pipeline.model.downstream import Encoder
 from pipeline.model.registry import ARCHITECTURES, architecture, architecture_of
-from pipeline.pretrain.objectives import LM_OBJECTIVES, metric_prefix
 
 # A tiny config of each architecture (vocab_size from the tokenizer below).
 TINY = {"bert": lambda v: BertConfig(vocab_size=v, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

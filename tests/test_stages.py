@@ -73,7 +73,7 @@ def test_dvc_deps_are_exactly_the_imported_modules(stage):
 
 def test_finetune_stage_on_glue_mrpc(tmp_path):
     """The finetune stage on a GLUE task from a data directory, starting from an HF-format export."""
-    from pipeline.finetune.modes import MODES
+    from pipeline.names import MODES
 
     glue_dir = shared_data("glue")
     tiny_export(tmp_path)

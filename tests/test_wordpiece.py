@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import original_ids, vocab_txt_pair
-from pipeline.data.tokenizer import SPECIAL_TOKENS
 from pipeline.data.corpus import bible_documents
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.data.wordpiece import train_wordpiece
+from pipeline.names import SPECIAL_TOKENS
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_pair_template_is_cls_a_sep_b_sep(tokenizer_dir):
 
 def test_cased_vocabulary_stays_cased_in_the_model_export(tmp_path):
     from pipeline.model.bert import BertForPreTraining
-    from pipeline.model.config import BertConfig
+    from pipeline.model_config import BertConfig
     from pipeline.model.hf import save_hf
 
     docs = list(itertools.islice(bible_documents(), 50))

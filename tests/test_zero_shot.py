@@ -16,15 +16,15 @@ from tokenizers import Tokenizer, models
 
 from conftest import ROOT, TINY_BERT, shared_data, tiny_export
 from pipeline.config import compose, validate
-from pipeline.data.tokenizer import (MASK, SPECIAL_TOKENS, UNK, add_bert_template, load_tokenizer, new_tokenizer,
-                                     save_tokenizer)
+from pipeline.data.tokenizer import MASK, UNK, add_bert_template, load_tokenizer, new_tokenizer, save_tokenizer
 from pipeline.errors import ConfigError, DataError, MissingFileError
 from pipeline.model.bert import BertForPreTraining
-from pipeline.model.config import BertConfig, ElmoConfig, StaticConfig
+from pipeline.model_config import BertConfig, ElmoConfig, StaticConfig
 from pipeline.model.elmo import ElmoLM
 from pipeline.model.folders import save_model
 from pipeline.model.hf import save_hf
 from pipeline.model.static import StaticEmbeddings
+from pipeline.names import SPECIAL_TOKENS
 from pipeline.settings import ZeroShotSettings
 from pipeline.zero_shot import ngram_lm
 from pipeline.zero_shot.blimp import (Group, groups_of, load, percent, read_paradigm,

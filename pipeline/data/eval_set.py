@@ -40,8 +40,7 @@ import torch
 from omegaconf import DictConfig
 
 from pipeline.data.encoded import EncodedCorpus
-from pipeline.data.layout import Probe
-from pipeline.data.layout import build as build_probe
+from pipeline.data.layout import Probe, build as build_probe
 from pipeline.data.masking import MaskingConfig, mask_examples
 from pipeline.data.ngram import FLOORS, NgramTables
 from pipeline.data.pairs import write_examples
@@ -50,7 +49,7 @@ from pipeline.data.shards import PairsDataset
 from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.errors import ConfigError, DataError
 from pipeline.io import atomic_dir
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 from pipeline.settings import EvalSetSettings, LayoutSettings, PairsSettings, RuntimeSettings
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 
 
 

@@ -53,7 +53,7 @@ FLOORS = {
     "clean_left_right": Floor("left_right", "clean", "most frequent between both neighbours, clean context",
                               "both neighbours, clean"),
 }
-# The floors beside each kind of language model (by its metric prefix, ``pipeline.pretrain.objectives``), weakest
+# The floors beside each kind of language model (by its metric prefix, ``pipeline.model_config``), weakest
 # first: what the model reads decides which apply.
 FLOORS_OF = {"mlm": ("majority", "left", "left_right"),
              "ltr": ("majority", "clean_left", "clean_left2"),

@@ -22,12 +22,11 @@ import numpy as np
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, read_versioned
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 
 FORMAT_VERSION = 2
 SHARD_FILES = ("tokens", "index", "nsp")  # the arrays of one shard
 PART_FILE = "part.json"  # what one machine's share of the shards records for merge_parts
-FORMATS = ("nsp_pairs", "doc_sentences", "full_sentences")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

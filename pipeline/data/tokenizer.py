@@ -16,8 +16,8 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir
+from pipeline.names import SPECIAL_TOKENS  # ids 0-4 of every vocabulary trained here
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0-4 of every vocabulary trained here
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 
 def new_tokenizer(lowercase: bool = True, strip_accents: bool | None = None) -> Tokenizer:

@@ -14,10 +14,10 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer, trainers
 
 from pipeline.data.corpus import Sentences, read_documents
-from pipeline.data.tokenizer import (SPECIAL_TOKENS, UNK, add_bert_template, load_tokenizer, new_tokenizer,
-                                     save_tokenizer, tokenizer_settings)
+from pipeline.data.tokenizer import UNK, add_bert_template, load_tokenizer, new_tokenizer, save_tokenizer, tokenizer_settings
 from pipeline.errors import DataError
 from pipeline.io import write_json
+from pipeline.names import SPECIAL_TOKENS
 from pipeline.settings import RuntimeSettings, TokenizerSettings
 
 

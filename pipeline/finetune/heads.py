@@ -13,8 +13,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
-from pipeline.finetune.modes import FEATURE_SETS
 from pipeline.model.downstream import Encoder
+from pipeline.names import FEATURE_SETS
 
 
 class LayerMix(nn.Module):

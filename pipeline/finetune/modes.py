@@ -1,4 +1,4 @@
-"""The fine-tuning modes: what trains on a task, and from which start (torch-free: the validator imports it).
+"""The fine-tuning modes (``pipeline.names.MODES``): what trains on a task, and from which start.
 
 * ``pretrained`` -- fine-tuning: every weight trains, from the pretrained export;
 * ``scratch`` -- the same architecture and budget from random weights: what pretraining bought;
@@ -8,12 +8,7 @@
 """
 from __future__ import annotations
 
-FEATURE_SETS = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "weighted")
-FROZEN = "frozen_"
-CLASSICAL = "tfidf"
-MODES = ("pretrained", "scratch", CLASSICAL, *(f"{FROZEN}{f}" for f in FEATURE_SETS))
-# Modes whose result does not depend on the pretrained weights: run once, with a variant's first pretraining seed.
-SEED_FREE = ("scratch", CLASSICAL)
+from pipeline.names import CLASSICAL, FROZEN
 
 
 def is_frozen(mode: str) -> bool:

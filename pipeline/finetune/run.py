@@ -26,13 +26,14 @@ from omegaconf import DictConfig
 
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.errors import DataError
-from pipeline.finetune.modes import CLASSICAL, feature_set, is_frozen
+from pipeline.finetune.modes import feature_set, is_frozen
 from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.spans import SpanRunner
 from pipeline.finetune.tasks import check_columns
 from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, Runner, summarize
 from pipeline.io import read_json, write_json
+from pipeline.names import CLASSICAL
 from pipeline.settings import SuiteSettings
 from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
 

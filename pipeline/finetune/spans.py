@@ -37,10 +37,10 @@ from pipeline.data.tokenizer import CLS, SEP
 from pipeline.finetune.answers import evaluate, prediction_files
 from pipeline.finetune.encoders import frozen_encoder
 from pipeline.finetune.heads import FrozenBiLSTMTagger
-from pipeline.finetune.modes import CLASSICAL
 from pipeline.finetune.overlap import sliding_window_answers
 from pipeline.finetune.tasks.squad import Question, SpanSettings, SquadTask
 from pipeline.finetune.training import Recipe, Runner
+from pipeline.names import CLASSICAL
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pipeline.finetune.encoders import frozen_encoder
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.tasks.conll import NerTask, Sentence
 from pipeline.finetune.training import Recipe, Runner
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
 from pipeline.finetune.encoders import task_model
-from pipeline.finetune.modes import FROZEN, is_frozen
+from pipeline.finetune.modes import is_frozen
+from pipeline.names import FROZEN
 from pipeline.optim import build_optimizer, clip_gradients
 
 

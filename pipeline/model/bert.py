@@ -22,8 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.model.config import HIDDEN_ACTS, IGNORE_INDEX, LOCAL_FREQUENCIES, BertConfig
+from pipeline.model_config import HIDDEN_ACTS, LOCAL_FREQUENCIES, BertConfig
+
 from pipeline.model.lm_loss import linear_cross_entropy
+from pipeline.names import IGNORE_INDEX
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:

@@ -22,12 +22,12 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from pipeline.data.tokenizer import SPECIAL_TOKENS as SPECIAL_TOKEN_LIST
 from pipeline.errors import DataError, MissingFileError
 from pipeline.io import atomic_dir
 from pipeline.model.bert import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                                  BertForTokenClassification, BertModel)
-from pipeline.model.config import BertConfig
+from pipeline.model_config import BertConfig
+from pipeline.names import SPECIAL_TOKENS as SPECIAL_TOKEN_LIST
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.model.config import IGNORE_INDEX
+from pipeline.names import IGNORE_INDEX
 
 LOGIT_CHUNK_BYTES = 8 << 20  # fp32 logits per chunk: below glibc's largest mmap threshold (32 MB), and in cache
 

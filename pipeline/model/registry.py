@@ -2,7 +2,7 @@
 
 One line of ``ARCHITECTURES`` per architecture names its parts:
 
-* ``config`` -- its hyperparameters and their checks (``pipeline.model.config``): its name
+* ``config`` -- its hyperparameters and their checks (``pipeline.model_config``): its name
   (``model.architecture``, the one setting that decides it), the objectives it trains
   (``objective.lm``) and the prefix of their metrics;
 * ``network`` -- what pretraining trains and the export holds; its ``layer_states`` are
@@ -30,7 +30,7 @@ from torch import nn
 
 from pipeline.errors import DataError
 from pipeline.model.bert import BertForPreTraining
-from pipeline.model.config import BertConfig, ElmoConfig, ModelConfig, StaticConfig, config_class
+from pipeline.model_config import BertConfig, ElmoConfig, ModelConfig, StaticConfig, config_class
 from pipeline.model.elmo import ElmoLM
 from pipeline.model.folders import LabFolder, model_type
 from pipeline.model.hf import BertFolder

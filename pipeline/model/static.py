@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.model.config import StaticConfig
+from pipeline.model_config import StaticConfig
 
 def context_windows(real: torch.Tensor, window: int) -> torch.Tensor:
     """(B, T, 2w) bool: for each position, which of the ``window`` tokens before and after it are real tokens.

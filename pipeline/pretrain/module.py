@@ -28,7 +28,8 @@ from pipeline.data.scored import KINDS, EvalSet, row_batches
 from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
-from pipeline.model.config import IGNORE_INDEX, BertConfig
+from pipeline.model_config import BertConfig
+from pipeline.names import IGNORE_INDEX
 from pipeline.optim import build_optimizer, clip_gradients
 
 log = logging.getLogger(__name__)

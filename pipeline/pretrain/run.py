@@ -30,11 +30,10 @@ from pipeline.data.masking import MaskingConfig
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
 from pipeline.errors import ConfigError
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.model.config import DEFAULT_ARCHITECTURE, ModelConfig, build_config
+from pipeline.model_config import DEFAULT_ARCHITECTURE, METRIC_PREFIX, ModelConfig, build_config, metric_prefix
 from pipeline.model.registry import architecture
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
-from pipeline.pretrain.module import PretrainingModule, PretrainSetup
-from pipeline.pretrain.objectives import METRIC_PREFIX, metric_prefix
+from pipeline.pretrain.module import PretrainSetup, PretrainingModule
 from pipeline.settings import EvalSetSettings, ZeroShotSettings
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 from pipeline.variants import BASELINE

@@ -22,10 +22,9 @@ import yaml
 from scipy import stats as scipy_stats
 
 from pipeline.errors import DataError
-from pipeline.finetune.modes import CLASSICAL, SEED_FREE
 from pipeline.io import read_json
+from pipeline.names import CLASSICAL, FAMILIES, SEED_FREE, check_families
 from pipeline.report import fixed, layout
-from pipeline.report.specs import FAMILIES, check_families
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
 

@@ -8,8 +8,7 @@ from pipeline.finetune.tasks.bible import bible_sections
 from pipeline.finetune.tasks.glue import GLUE_TASKS, glue
 from pipeline.finetune.tasks.hf import hf_dataset
 from pipeline.finetune.tasks.conll import NER_METRICS, NerTask, conll
-from pipeline.finetune.tasks.squad import METRICS as SQUAD_METRICS
-from pipeline.finetune.tasks.squad import SquadTask, squad
+from pipeline.finetune.tasks.squad import METRICS as SQUAD_METRICS, SquadTask, squad
 from pipeline.finetune.tasks.table import table
 from pipeline.settings import SuiteSettings
 

@@ -21,7 +21,6 @@ from pipeline.values import is_number
 # Names as Hugging Face spells them in config.json (``pipeline.model.bert.ACTIVATIONS`` maps them to functions).
 # "gelu" is the exact erf GELU of the original BERT; "gelu_new" the tanh approximation of GPT.
 HIDDEN_ACTS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
-IGNORE_INDEX = -100  # the label of a position that is not predicted (cross-entropy's ignore_index)
 ATTENTION_INITS = ("normal", "local")  # BertConfig.attention_init
 LOCAL_FREQUENCIES = 16  # the local initialisation's position code: sine/cosine pairs (2 x 16 dimensions)
 
@@ -251,3 +250,13 @@ def build_config(settings: dict, vocab_size: int, lm: str | None) -> ModelConfig
     values = {k: v for k, v in settings.items() if k not in ("name", "init_from", "architecture")
               and (k != "max_position_embeddings" or k in own)}
     return cls(vocab_size=vocab_size, **values, **cls.objective_fields(lm))
+
+
+# objective.lm: every objective some architecture trains, and the prefix of its metrics (val/<prefix>_acc)
+METRIC_PREFIX = {lm: prefix for c in config_classes().values() for lm, prefix in c.objectives.items()}
+LM_OBJECTIVES = tuple(METRIC_PREFIX)
+
+
+def metric_prefix(lm: str) -> str:
+    """The prefix of the LM's metrics: ``mlm`` (``val/mlm_acc``), ``ltr``, ``w2v`` or ``bilm``."""
+    return METRIC_PREFIX[lm]
