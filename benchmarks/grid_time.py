@@ -32,12 +32,13 @@ from omegaconf import OmegaConf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import compose  # noqa: E402
+from pipeline.architectures import architecture  # noqa: E402
+from pipeline.config import compose, validate  # noqa: E402
 from pipeline.data.datamodule import PairsDataModule  # noqa: E402
 from pipeline.variants import apply_variant  # noqa: E402
 from pipeline.data.masking import MaskingConfig  # noqa: E402
 from pipeline.pretrain.module import BertPretraining  # noqa: E402
-from pipeline.pretrain.run import model_config  # noqa: E402
+from pipeline.stages.pretrain import model_config  # noqa: E402
 
 
 class _StepTimer(L.Callback):
@@ -54,7 +55,9 @@ class _StepTimer(L.Callback):
 def step_seconds(cfg, vocab: int, steps: int, warmup: int = 3) -> float:
     """Median seconds of one optimiser step of the pretrain stage's module, in a Lightning Trainer."""
     torch.manual_seed(0)
-    module = BertPretraining(model_config(cfg, vocab), MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
+    lab = validate(cfg)
+    config = model_config(lab, architecture(lab.model.architecture), vocab)
+    module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
                              optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=0,
                              mask_id=4, cls_id=2, sep_id=3, fused_optimizer=cfg.runtime.fused_optimizer)
     pairs = ROOT / cfg.paths.pairs

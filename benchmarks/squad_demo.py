@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from pipeline.architectures import open_export
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.finetune.modes import feature_set, is_frozen
 from pipeline.finetune.spans import SpanRunner
@@ -74,7 +75,7 @@ def main() -> None:
                     betas=(0.9, 0.999), eps=1e-6, gradient_clip_val=1.0, eval_batch_size=64,
                     feature_eval_batch_size=256, eval_every_epoch=False, max_seq_length=args.max_seq_length)
     started = time.perf_counter()
-    runner = SpanRunner(recipe, task, load_tokenizer(args.export), args.export)
+    runner = SpanRunner(recipe, task, load_tokenizer(args.export), open_export(args.export))
     out = {"data": str(args.data), "comparable": task.comparable, "train_questions": len(task.train),
            "dev_questions": len(task.dev), "train_windows": len(runner.train), "dev_windows": len(runner.dev),
            "encode_seconds": round(time.perf_counter() - started, 1), "settings": vars(args) | {

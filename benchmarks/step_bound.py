@@ -51,12 +51,13 @@ sys.path.insert(0, str(ROOT))
 from pretrain_demo import demo_data  # noqa: E402  (benchmarks/: the demo's cached tokenizer and examples)
 from pretrain_step import matmul_peak_gflops  # noqa: E402
 
-from pipeline.config import compose  # noqa: E402
+from pipeline.architectures import architecture  # noqa: E402
+from pipeline.config import compose, validate  # noqa: E402
 from pipeline.data.datamodule import PairsDataModule  # noqa: E402
 from pipeline.data.tokenizer import load_tokenizer  # noqa: E402
 from pipeline.model.bert import pretraining_loss  # noqa: E402
 from pipeline.optim import build_optimizer  # noqa: E402
-from pipeline.pretrain.run import build_module, build_trainer, cost  # noqa: E402
+from pipeline.stages.pretrain import build_module as stage_module, build_trainer, cost  # noqa: E402
 from pipeline.variants import apply_variant  # noqa: E402
 
 # Profiler op names (self time) -> the group they are reported in; the rest is "other".
@@ -98,13 +99,19 @@ def variant_config(variant: str, tok: Path, pairs: Path, steps: int):
     return cfg
 
 
+def build_module(cfg, tok):
+    """The pretrain stage's module for a composed config (checked first, as the stage's start does)."""
+    lab = validate(cfg)
+    return stage_module(lab, architecture(lab.model.architecture), tok)
+
+
 def lightning_step(cfg, tok, pairs: Path, steps: int, warmup: int, root: Path) -> float:
     """Median seconds per optimiser step of the stage's module in the stage's Trainer (no logger, no validation)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     module = build_module(cfg, tok)
     data = PairsDataModule(pairs, batch_size=cfg.trainer.batch_size, seed=cfg.seed)
     timer = _StepTimer()
-    trainer = build_trainer(cfg, False, root=root, checkpoints=root / "checkpoints")
+    trainer = build_trainer(validate(cfg), False, root=root, checkpoints=root / "checkpoints")
     trainer.callbacks.append(timer)
     trainer.fit(module, datamodule=data)
     return statistics.median(timer.times[warmup:])
@@ -190,7 +197,7 @@ def main() -> None:
                "token_slots_per_s": round(cfg.trainer.batch_size * cfg.pairs.max_seq_length / lit),
                "groups_ms": {g: round(s * 1000, 1) for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
                "step_gflop": round(flops / 1e9, 2), "matmul_gflops_achieved": round(flops / mm / 1e9) if mm else None,
-               "train_flops_per_token": cost(cfg, module)["train_flops_per_token"],
+               "train_flops_per_token": cost(cfg.pairs.max_seq_length, module)["train_flops_per_token"],
                "ceiling_all_but_matmul_free": round(lit / mm, 2) if mm else None,
                "ceiling_at_matmul_peak": round(lit / (flops / (peak * 1e9)), 2),
                "real_token_share": round(plain["real_tokens"], 3)}

@@ -24,8 +24,8 @@ def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path 
     cfg = OmegaConf.load(params)
     check_fresh(cfg, conf_dir)
     settings = validate(cfg)
-    if "suite" in settings:
-        check_columns(settings["suite"])
+    if settings.suite:
+        check_columns(settings.suite)
     for variant in cfg.grid.pretrain if "grid" in cfg else ():
         validate(apply_variant(OmegaConf.merge(cfg, {"variant": variant}), "pretrain"))
 

@@ -17,7 +17,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.errors import ConfigError, LabError
 from pipeline.model_config import build_config
-from pipeline.settings import Settings, read_groups
+from pipeline.settings import Lab, read_groups
 from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
 
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
@@ -38,10 +38,10 @@ def compose(overrides: Sequence[str] = (), config_dir: str | Path = CONF_DIR) ->
     return cfg
 
 
-def validate(cfg: DictConfig) -> dict[str, Settings]:
+def validate(cfg: DictConfig) -> Lab:
     """Every group's settings (``pipeline.settings``, each checked by its own class), then the rules between
-    groups; the first setting that cannot work raises ``ConfigError``. Returns the settings by group."""
-    settings = read_groups(cfg)
+    groups; the first setting that cannot work raises ``ConfigError``. Returns the settings a stage runs on."""
+    settings = read_groups(cfg, resolved_config(cfg))
     grid, pairs, objective, model = (settings.get(k) for k in ("grid", "pairs", "objective", "model"))
     if grid and "family" in cfg:
         for name in grid.pretrain:
@@ -50,7 +50,7 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
         raise ConfigError(f"pairs.format={pairs.format} is not allowed with objective.nsp=true: expected nsp_pairs "
                           "(packed sequences have no sentence pairs to classify)")
     if model:
-        tokenizer = settings.get("tokenizer")
+        tokenizer = settings.tokenizer
         # model.architecture's own checks, and objective.lm among the ones it trains
         build_config(model.values(), tokenizer.vocab_size if tokenizer else 1 << 16,
                      objective.lm if objective else None)
@@ -61,18 +61,36 @@ def validate(cfg: DictConfig) -> dict[str, Settings]:
     return settings
 
 
-def sequence_lengths(settings: dict[str, Settings]) -> list[tuple[str, int]]:
+def sequence_lengths(settings: Lab) -> list[tuple[str, int]]:
     """Every sequence length the model must take: the examples', the fixed set's and the layout probe's, the
     task's and each suite task's."""
-    out = [("pairs.max_seq_length", settings["pairs"].max_seq_length)] if "pairs" in settings else []
-    if "eval_set" in settings:
-        out.append(("eval_set.max_seq_length", settings["eval_set"].max_seq_length))
-        out += [(f"eval_set.layout.lengths[{i}]", n) for i, n in enumerate(settings["eval_set"].layout.lengths)]
-    if "task" in settings:
-        out.append(("task.max_seq_length", settings["task"].max_seq_length))
-    if "suite" in settings:
+    out = [("pairs.max_seq_length", settings.pairs.max_seq_length)] if settings.pairs else []
+    if settings.eval_set:
+        out.append(("eval_set.max_seq_length", settings.eval_set.max_seq_length))
+        out += [(f"eval_set.layout.lengths[{i}]", n) for i, n in enumerate(settings.eval_set.layout.lengths)]
+    if settings.task:
+        out.append(("task.max_seq_length", settings.task.max_seq_length))
+    if settings.suite:
         out += [(f"suite.tasks.{name}.max_seq_length", task.max_seq_length)
-                for name, task in settings["suite"].tasks.items()]
+                for name, task in settings.suite.tasks.items()]
+    return out
+
+
+# Never recorded: a tracking URI can carry credentials (https://user:token@host).
+SECRET_KEYS = {"tracking.uri"}
+# Not a run's settings: the ablation catalogue, the grid and its generated runs (a variant's own settings
+# are already applied).
+CATALOGUE_KEYS = ("family", "grid", "runs", "examples")
+
+
+def resolved_config(cfg: DictConfig) -> dict:
+    """The run's settings, resolved, without the catalogue and without secrets (what ``config.yaml`` on a run holds)."""
+    kept = [k for k in cfg if k not in CATALOGUE_KEYS]  # before resolving: the catalogue is never resolved here
+    out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in kept}
+    for key in SECRET_KEYS:
+        section, name = key.split(".")
+        if isinstance(out.get(section), dict):
+            out[section].pop(name, None)
     return out
 
 

@@ -8,7 +8,7 @@ The start-up validator (``pipeline.config``) builds the config of
 ``model.architecture`` from the ``model`` settings, and a model folder's loader
 from its config.json, so both report a bad value with the same one-line
 message. The rest of an architecture (its pretraining, export, downstream use)
-is registered in ``pipeline.model.registry``.
+is registered in ``pipeline.architectures``.
 """
 from __future__ import annotations
 
@@ -214,7 +214,6 @@ class ElmoConfig(ModelConfig):
         return self.num_layers
 
 
-DEFAULT_ARCHITECTURE = "bert"  # of model settings that do not name one (written before model.architecture existed)
 
 
 def config_classes() -> dict[str, type[ModelConfig]]:
@@ -243,7 +242,7 @@ def build_config(settings: dict, vocab_size: int, lm: str | None) -> ModelConfig
     model's own; the examples' length limit only where the model has a position table). ``lm`` is
     ``objective.lm``: one the architecture trains, and it decides the fields of ``objective_fields``
     (None: the architecture's first, when the objective is checked elsewhere)."""
-    cls = config_class(settings.get("architecture", DEFAULT_ARCHITECTURE))
+    cls = config_class(settings["architecture"])
     lm = next(iter(cls.objectives)) if lm is None else lm
     _check_objective(cls, lm)
     own = {f.name for f in fields(cls)}

@@ -12,7 +12,7 @@ check_conf stage, before any compute. Torch-free.
 """
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import InitVar, asdict, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
 from omegaconf import OmegaConf
@@ -328,15 +328,22 @@ class TrainerSettings(Settings):
             return self.devices
         return 1 if self.accelerator == "cpu" else None
 
-    def check(self, key: str) -> None:
-        # Each device takes batch_size / (devices x nodes x accumulation) sequences per forward pass.
-        per_node = self.devices_per_node()
+    def device_batch_size(self, found: int | None = None, key: str = KEY) -> int:
+        """Sequences per device per forward pass: ``batch_size`` split over devices x nodes x accumulation.
+
+        ``found``: the devices the machine has, where ``devices`` leaves the count to it (``auto``, -1 on GPUs);
+        unknown (None) at start-up, when the split over the nodes and accumulation is checked alone."""
+        per_node = self.devices_per_node() or found
         parts = (per_node or 1) * self.num_nodes * self.accumulate_grad_batches
         if self.batch_size % parts:
             factors = "devices x nodes x accumulate_grad_batches" if per_node else \
                 f"nodes x accumulate_grad_batches (and of the devices {key}.devices={self.devices} finds)"
             raise ConfigError(f"{key}.batch_size={self.batch_size} is not allowed: expected a multiple of "
                               f"{factors} = {parts}")
+        return self.batch_size // parts
+
+    def check(self, key: str) -> None:
+        self.device_batch_size(key=key)
 
 
 # ----------------------------------------------------------------------------------------------- fine-tuning
@@ -533,21 +540,121 @@ class RunSettings(Settings):
     variant: str | None = setting(TEXT.or_null(" (the baseline)"))
     suite_task: str | None = setting(TEXT.or_null(" (no suite task)"))
 
+    @property
+    def training_seed(self) -> int:
+        """The seed of this run's training randomness: ``seed``, plus ``pretrain_seed`` for a variant's further
+        runs (weights, data order, masks, dropout; the examples stay the first run's)."""
+        return self.seed + self.pretrain_seed
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantFolders(Settings):
+    KEY = "paths.variants"
+    data: str = setting(TEXT)
+    models: str = setting(TEXT)
+    metrics: str = setting(TEXT)
+    plots: str = setting(TEXT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathsSettings(Settings):
+    """Where the stages read and write (a variant's run and a sweep's job have their own, set before the check)."""
+    KEY = "paths"
+    corpus: str = setting(TEXT)
+    tokenizer: str = setting(TEXT)
+    pairs: str = setting(TEXT)
+    eval_set: str = setting(TEXT)
+    pretrain: str = setting(TEXT)
+    metrics: str = setting(TEXT)
+    plots: str = setting(TEXT)
+    reports: str = setting(TEXT)
+    checkpoints: str = setting(TEXT)
+    variants: VariantFolders = group(VariantFolders)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridRun(Settings):
+    """One pretraining run of the grid (``runs``, generated from ``grid`` and ``family``): its variant and seed,
+    the settings it changes, the modes it is fine-tuned in, and its folders."""
+    KEY = "runs"
+    variant: str = setting(TEXT)
+    pretrain_seed: int = setting(NON_NEGATIVE_INT)
+    set: tuple[str, ...] = setting(WORDS.saying("a list of overrides"))
+    modes: tuple[str, ...] = setting(WORDS.saying("a list of fine-tuning modes"))
+    pairs: str = setting(TEXT)
+    pretrain: str = setting(TEXT)
+    metrics: str = setting(TEXT)
+    plots: str = setting(TEXT)
+
+
+def as_plain(settings: Settings) -> dict:
+    """A group's settings as the plain mapping they were read from (lists, not tuples), for code that takes JSON."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+    return plain(asdict(settings))
+
 
 # Every group with settings, in the order the validator reads them ("run": the top-level keys).
 GROUPS: dict[str, type[Settings]] = {
-    "run": RunSettings, "corpus": CorpusSettings, "tokenizer": TokenizerSettings, "pairs": PairsSettings,
-    "eval_set": EvalSetSettings, "masking": MaskingSettings, "objective": ObjectiveSettings, "model": ModelSettings,
-    "optim": OptimSettings, "trainer": TrainerSettings, "finetune": FinetuneSettings, "task": TaskSettings,
-    "suite": SuiteSettings, "grid": GridSettings, "report": ReportSettings, "probe": ProbeSettings,
-    "zero_shot": ZeroShotSettings, "tracking": TrackingSettings, "runtime": RuntimeSettings}
+    "run": RunSettings, "paths": PathsSettings, "corpus": CorpusSettings, "tokenizer": TokenizerSettings,
+    "pairs": PairsSettings, "eval_set": EvalSetSettings, "masking": MaskingSettings, "objective": ObjectiveSettings,
+    "model": ModelSettings, "optim": OptimSettings, "trainer": TrainerSettings, "finetune": FinetuneSettings,
+    "task": TaskSettings, "suite": SuiteSettings, "grid": GridSettings, "report": ReportSettings,
+    "probe": ProbeSettings, "zero_shot": ZeroShotSettings, "tracking": TrackingSettings, "runtime": RuntimeSettings}
 
 
-def read_groups(cfg: Mapping[str, Any]) -> dict[str, Settings]:
-    """The settings of every group ``cfg`` has (a null suite is none), each checked on its own."""
+@dataclass(frozen=True)
+class Lab:
+    """A stage's settings once checked: what every stage's ``run`` receives and hands down.
+
+    One attribute per group of ``GROUPS`` (None where the composed config has none: a null suite, or a test's
+    partial config); ``runs``, the grid's pretraining runs by name; ``resolved``, the run's resolved settings as
+    plain values (no catalogue, no secrets), which the tracker records and nothing reads a setting from."""
+    run: RunSettings | None = None
+    paths: PathsSettings | None = None
+    corpus: CorpusSettings | None = None
+    tokenizer: TokenizerSettings | None = None
+    pairs: PairsSettings | None = None
+    eval_set: EvalSetSettings | None = None
+    masking: MaskingSettings | None = None
+    objective: ObjectiveSettings | None = None
+    model: ModelSettings | None = None
+    optim: OptimSettings | None = None
+    trainer: TrainerSettings | None = None
+    finetune: FinetuneSettings | None = None
+    task: TaskSettings | None = None
+    suite: SuiteSettings | None = None
+    grid: GridSettings | None = None
+    report: ReportSettings | None = None
+    probe: ProbeSettings | None = None
+    zero_shot: ZeroShotSettings | None = None
+    tracking: TrackingSettings | None = None
+    runtime: RuntimeSettings | None = None
+    runs: dict[str, GridRun] = field(default_factory=dict)
+    resolved: dict = field(default_factory=dict)
+
+    def get(self, group: str) -> Settings | None:
+        return getattr(self, group)
+
+    @property
+    def run_name(self) -> str:
+        """This run's name in the grid: ``baseline``, ``<variant>``, ``<variant>-s<k>`` for its further runs."""
+        k = self.run.pretrain_seed
+        return f"{self.run.variant or 'baseline'}{f'-s{k}' if k else ''}"
+
+
+def read_groups(cfg: Mapping[str, Any], resolved: dict | None = None) -> Lab:
+    """The settings of every group ``cfg`` has (a null suite is none), each checked on its own; the grid's runs;
+    ``resolved``: what the tracker records (``Lab.resolved``)."""
     out = {}
     for name, cls in GROUPS.items():
         node = cfg if name == "run" else cfg.get(name)
         if node is not None and (name != "run" or "seed" in cfg):
             out[name] = cls.read(node)
-    return out
+    runs = cfg.get("runs")
+    runs = {} if runs is None else {name: GridRun.read(spec, f"runs.{name}") for name, spec in _plain(runs).items()}
+    return Lab(**out, runs=runs, resolved=resolved or {})

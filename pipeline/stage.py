@@ -1,20 +1,16 @@
-"""What every stage entry point does around its pipeline function.
+"""What every stage entry point does around its run.
 
-The rule for where settings are read: each stage has one function
-``run(cfg) -> metrics`` in the module that implements it
-(``pipeline/data/corpus.py``, ``data/wordpiece.py``, ``data/pairs.py``, ``data/eval_set.py``,
-``pretrain/run.py``, ``finetune/run.py``, ``report/run.py``). It is the only
-code of the stage that reads ``cfg``: it reads each group it needs as that
-group's settings (``pipeline.settings``: typed and checked), passes them or
-plain arguments to everything below it, and ``instantiate``s what conf/ names
-by ``_target_``. Only the plumbing every stage shares takes the
-whole ``cfg`` as well: this module, ``config`` (validation), ``variants`` and
-``tracking`` (which logs the resolved config).
+The rule for where settings are read: each stage has one function ``run(lab)`` in the module named like it
+(``pipeline/stages/<stage>.py``, the top floor). ``run_stage`` applies an ablation variant (``variant=<name>``)
+and, in a Hydra sweep, moves the outputs into the job's folder; then it checks every setting
+(``pipeline.config.validate``) and hands ``run`` the checked settings (``pipeline.settings.Lab``), never the
+composed config. ``run`` passes settings objects, plain arguments or an architecture's parts to everything
+below it, and ``instantiate``s what conf/ names by ``_target_``. Only the configuration floor reads the
+composed config: this module, ``config`` (composition, validation, what the tracker records) and ``variants``
+(a variant's and a grid's settings, written into the config before the check).
 
-``run_stage`` applies an ablation variant (``variant=<name>``) and, in a Hydra
-sweep, moves the outputs into the job's folder; then it validates the settings,
-applies the runtime group, runs, and turns a user-fixable error (``LabError``, also
-when a ``_target_`` raised it inside Hydra's ``instantiate``) into one line on stderr and exit status 2.
+A user-fixable error (``LabError``, also when a ``_target_`` raised it inside Hydra's ``instantiate``) becomes one
+line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
-from pipeline.settings import RuntimeSettings
+from pipeline.settings import Lab, RuntimeSettings
 from pipeline.variants import apply_variant, sweep_outputs
 
 log = logging.getLogger("pipeline")
@@ -72,15 +68,16 @@ def user_error(e: BaseException) -> LabError | None:
     return e if isinstance(e, LabError) else None
 
 
-def run_stage(name: str, fn: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
+def run_stage(name: str, fn: Callable[[Lab], Any], cfg: DictConfig) -> Any:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quiet_lightning()
     start = time.perf_counter()
     try:
         check_fresh(cfg)
         cfg = sweep_outputs(apply_variant(cfg, name), name)
-        apply_runtime(validate(cfg).get("runtime"))
-        result = fn(cfg)
+        lab = validate(cfg)
+        apply_runtime(lab.runtime)
+        result = fn(lab)
     except (LabError, InstantiationException) as e:
         error = user_error(e)
         if error is None:

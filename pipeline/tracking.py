@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Mapping
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
-
 from pipeline.errors import ConfigError
+from pipeline.settings import Lab, TrackingSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +50,15 @@ def local_store(start: str | Path | None = None) -> str:
     return f"sqlite:///{project_root(start) / 'mlflow.db'}"
 
 
-def tracking_uri(cfg: DictConfig) -> str:
-    return cfg.tracking.get("uri") or os.environ.get("MLFLOW_TRACKING_URI") or local_store()
+def tracking_uri(tracking: TrackingSettings) -> str:
+    return tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or local_store()
 
 
-def artifact_location(cfg: DictConfig) -> str | None:
+def artifact_location(tracking: TrackingSettings) -> str | None:
     """Where a new experiment of the local store keeps its artifacts: ``mlruns/`` in the project's folder (MLflow's
     default is relative to the working folder: for an experiment first created by a queued run, the temporary
     copy DVC deletes). A server decides for itself (None)."""
-    uri = tracking_uri(cfg)
+    uri = tracking_uri(tracking)
     if not uri.startswith("sqlite:///"):
         return None
     return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlruns").as_uri()
@@ -70,26 +69,26 @@ def redact(uri: str) -> str:
     return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1***@", uri)
 
 
-def check_tracking(cfg: DictConfig, timeout: float = 10.0) -> None:
+def check_tracking(tracking: TrackingSettings, timeout: float = 10.0) -> None:
     """A tracking server that does not answer its health check is a ``ConfigError`` naming it; a local store is
     made ready (``prepare_local_store``)."""
-    uri = tracking_uri(cfg)
+    uri = tracking_uri(tracking)
     if uri.startswith("sqlite:///"):
-        prepare_local_store(cfg, uri)
+        prepare_local_store(tracking, uri)
     if not uri.startswith(("http://", "https://")):
         return
     try:
         with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as r:
             r.read()
     except (urllib.error.URLError, OSError) as e:
-        source = "tracking.uri" if cfg.tracking.get("uri") else "MLFLOW_TRACKING_URI"
+        source = "tracking.uri" if tracking.uri else "MLFLOW_TRACKING_URI"
         reason = getattr(e, "reason", e)
         raise ConfigError(f"{source}={redact(uri)}: the MLflow server does not answer ({reason}); nothing was "
                           "computed. Start the server, or unset it to record runs in the local store "
                           f"({local_store()})") from None
 
 
-def prepare_local_store(cfg: DictConfig, uri: str) -> None:
+def prepare_local_store(tracking: TrackingSettings, uri: str) -> None:
     """Create (or upgrade) the SQLite store and the experiment one process at a time.
 
     ``dvc queue start -j 2`` starts two experiments at once; on a new store both
@@ -105,22 +104,16 @@ def prepare_local_store(cfg: DictConfig, uri: str) -> None:
         db.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(db) + ".lock", timeout=300):
             client = MlflowClient(uri)  # creates or migrates the tables
-            if client.get_experiment_by_name(cfg.tracking.experiment) is None:
-                client.create_experiment(cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+            if client.get_experiment_by_name(tracking.experiment) is None:
+                client.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking))
     except OSError as e:
         raise ConfigError(f"tracking: the local MLflow store {db} cannot be written ({e}); nothing was computed. "
                           "Point tracking.uri at a writable store") from None
 
 
-# Never logged: a tracking URI can carry credentials (https://user:token@host).
-SECRET_KEYS = {"tracking.uri"}
-# Not a run's settings: the ablation catalogue, the grid and its generated runs (a variant's own settings
-# are already applied).
-CATALOGUE_KEYS = ("family", "grid", "runs", "examples")
-
-
-def flatten_config(cfg: DictConfig) -> dict[str, str]:
-    """``{"model.hidden_size": "128", ...}`` for MLflow params (values are strings there anyway)."""
+def flatten_config(resolved: Mapping) -> dict[str, str]:
+    """``{"model.hidden_size": "128", ...}`` (``resolved``: ``Lab.resolved``) for MLflow params (values are strings
+    there anyway)."""
     out: dict[str, str] = {}
 
     def walk(node, prefix: str) -> None:
@@ -130,18 +123,7 @@ def flatten_config(cfg: DictConfig) -> dict[str, str]:
         else:
             out[prefix[:-1]] = str(node)[:6000]
 
-    walk(resolved_config(cfg), "")
-    return out
-
-
-def resolved_config(cfg: DictConfig) -> dict:
-    """The run's settings, resolved, without the catalogue and without secrets (what ``config.yaml`` on a run holds)."""
-    kept = [k for k in cfg if k not in CATALOGUE_KEYS]  # before resolving: the catalogue is never resolved here
-    out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k] for k in kept}
-    for key in SECRET_KEYS:
-        section, name = key.split(".")
-        if isinstance(out.get(section), dict):
-            out[section].pop(name, None)
+    walk(dict(resolved), "")
     return out
 
 
@@ -207,7 +189,7 @@ def run_tags(inputs: Mapping[str, str | Path], extra: Mapping[str, str] | None =
     return tags
 
 
-def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_id: str | None = None):
+def mlflow_logger(lab: Lab, run_name: str, tags: Mapping[str, str], run_id: str | None = None):
     """Lightning's MLflow logger with the resolved config logged as params; ``run_id`` continues a run.
 
     A continued run keeps its params (MLflow does not allow changing them); a
@@ -216,15 +198,16 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
     """
     from lightning.pytorch.loggers import MLFlowLogger
 
-    tags = {"variant": cfg.get("variant") or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
-    logger = MLFlowLogger(experiment_name=cfg.tracking.experiment, run_name=run_name,
-                          tracking_uri=tracking_uri(cfg), tags=tags, run_id=run_id,
-                          artifact_location=artifact_location(cfg))
+    tracking = lab.tracking
+    tags = {"variant": lab.run.variant or "baseline", **tags}  # ablation runs compare by this tag in `mlflow ui`
+    logger = MLFlowLogger(experiment_name=tracking.experiment, run_name=run_name,
+                          tracking_uri=tracking_uri(tracking), tags=tags, run_id=run_id,
+                          artifact_location=artifact_location(tracking))
     if logger.run_id is not None:  # rank zero: MLflow 3 opens a model-training experiment on its runs table
         logger.experiment.set_experiment_tag(logger.experiment_id, EXPERIMENT_KIND, "custom_model_development")
         if run_id is None:  # the resolved config, as one file beside the params (which MLflow cuts at 6,000 chars)
-            logger.experiment.log_dict(logger.run_id, resolved_config(cfg), "config.yaml")
-    params = flatten_config(cfg)
+            logger.experiment.log_dict(logger.run_id, lab.resolved, "config.yaml")
+    params = flatten_config(lab.resolved)
     if run_id is not None and logger.run_id is not None:  # rank zero, continuing a run
         before = logger.experiment.get_run(run_id).data.params
         for k, v in params.items():
@@ -235,7 +218,7 @@ def mlflow_logger(cfg: DictConfig, run_name: str, tags: Mapping[str, str], run_i
     return logger
 
 
-def known_run(cfg: DictConfig, run_id: str) -> bool:
+def known_run(tracking: TrackingSettings, run_id: str) -> bool:
     """Whether the tracking store holds ``run_id`` (a run recorded in another store, or an external folder, not)."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
@@ -243,14 +226,14 @@ def known_run(cfg: DictConfig, run_id: str) -> bool:
     if run_id.startswith("external:"):
         return False
     try:
-        MlflowClient(tracking_uri(cfg)).get_run(run_id)
+        MlflowClient(tracking_uri(tracking)).get_run(run_id)
     except MlflowException:
         log.info("run %s is not in this tracking store: nothing is nested under it", run_id)
         return False
     return True
 
 
-def record_grid(cfg: DictConfig, grid: str, metrics: Mapping[str, float], children: list[str],
+def record_grid(tracking: TrackingSettings, grid: str, metrics: Mapping[str, float], children: list[str],
                 report_dir: Path) -> str:
     """The grid's run: the parent of every pretraining run of the grid, with the grid's numbers and its report.
 
@@ -264,10 +247,10 @@ def record_grid(cfg: DictConfig, grid: str, metrics: Mapping[str, float], childr
     from mlflow.entities import Metric, RunStatus
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri(cfg))
-    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+    client = MlflowClient(tracking_uri(tracking))
+    experiment = client.get_experiment_by_name(tracking.experiment)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+        tracking.experiment, artifact_location=artifact_location(tracking))
     client.set_experiment_tag(experiment_id, EXPERIMENT_KIND, "custom_model_development")
     key = f"{grid}@{os.environ.get('DVC_EXP_NAME') or 'workspace'}"
     found = client.search_runs([experiment_id], f"tags.kind = 'grid' and tags.grid_key = '{key}'", max_results=1)
@@ -282,7 +265,7 @@ def record_grid(cfg: DictConfig, grid: str, metrics: Mapping[str, float], childr
     items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
     for i in range(0, len(items), 1000):  # MLflow's batch limit
         client.log_batch(run_id, metrics=items[i:i + 1000])
-    keep = {c for c in children if known_run(cfg, c)}
+    keep = {c for c in children if known_run(tracking, c)}
     for c in keep:
         client.set_tag(c, PARENT, run_id)
     for r in client.search_runs([experiment_id], f"tags.`{PARENT}` = '{run_id}'"):
@@ -297,18 +280,18 @@ def metric_history(client, run_id: str, key: str) -> list[tuple[int, float]]:
     return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
 
-def log_to_run(cfg: DictConfig, run_id: str, metrics: Mapping[str, float]) -> bool:
+def log_to_run(tracking: TrackingSettings, run_id: str, metrics: Mapping[str, float]) -> bool:
     """``metrics`` added to an existing run (a later stage's measures of a pretraining run, such as its zero-shot
     scores), so `mlflow ui` shows them beside its training curves; False (nothing logged) where the store does not
     hold the run."""
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    if not known_run(cfg, run_id):
+    if not known_run(tracking, run_id):
         return False
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
-    client = MlflowClient(tracking_uri(cfg))
+    client = MlflowClient(tracking_uri(tracking))
     for i in range(0, len(items), 1000):  # MLflow's batch limit
         client.log_batch(run_id, metrics=items[i:i + 1000])
     return True

@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.data.eval_set import run
+from pipeline.stages.eval_set import run
 from pipeline.stage import run_stage
 
 

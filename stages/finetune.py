@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.finetune.run import run
+from pipeline.stages.finetune import run
 from pipeline.stage import run_stage
 
 

@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.data.pairs import run
+from pipeline.stages.make_pairs import run
 from pipeline.stage import run_stage
 
 

@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.data.corpus import run
+from pipeline.stages.prepare_corpus import run
 from pipeline.stage import run_stage
 
 

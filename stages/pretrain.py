@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.pretrain.run import run
+from pipeline.stages.pretrain import run
 from pipeline.stage import run_stage
 
 

@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.report.probe import run
+from pipeline.stages.probe import run
 from pipeline.stage import run_stage
 
 

@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.report.run import run
+from pipeline.stages.report import run
 from pipeline.stage import run_stage
 
 

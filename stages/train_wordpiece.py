@@ -2,7 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.data.wordpiece import run
+from pipeline.stages.train_wordpiece import run
 from pipeline.stage import run_stage
 
 

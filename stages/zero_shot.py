@@ -3,7 +3,7 @@ import hydra
 from omegaconf import DictConfig
 
 from pipeline.stage import run_stage
-from pipeline.zero_shot.run import run
+from pipeline.stages.zero_shot import run
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

@@ -3,7 +3,7 @@ import hydra
 from omegaconf import DictConfig
 
 from pipeline.stage import run_stage
-from pipeline.zero_shot.floor import run
+from pipeline.stages.zero_shot_floor import run
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

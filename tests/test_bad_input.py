@@ -150,7 +150,7 @@ def test_a_task_whose_data_is_missing_stops_with_one_line_naming_the_path(tmp_pa
     """Every loader, called through Hydra's instantiate: the loader's message as the stage's one line, exit 2
     (not Hydra's "Error in call to target" report and exit 1)."""
     from pipeline.config import compose
-    from pipeline.finetune.run import run
+    from pipeline.stages.finetune import run
     from pipeline.stage import run_stage as stage
 
     target = compose([f"task={task}"]).task.data._target_
@@ -178,7 +178,7 @@ def test_the_finetune_stage_names_a_missing_glue_folder_in_one_line(tmp_path):
 
 def test_a_repeated_fine_tuning_seed_is_refused_at_the_stage_s_start(tmp_path, capsys):
     from pipeline.config import compose
-    from pipeline.finetune.run import run
+    from pipeline.stages.finetune import run
     from pipeline.stage import run_stage as stage
 
     with pytest.raises(SystemExit) as e:

@@ -185,11 +185,11 @@ def test_a_corrupted_checkpoint_is_named_not_a_torch_traceback(reference, tmp_pa
     ref, _ = reference
     for d in DATA:
         os.symlink(ref / d, tmp_path / d)
-    from pipeline.config import compose
-    from pipeline.pretrain.run import checkpoint_key
+    from pipeline.config import compose, validate
+    from pipeline.stages.pretrain import checkpoint_key
 
     overrides = _args("pretrain", tmp_path)[3:]
-    key = checkpoint_key(compose(overrides))
+    key = checkpoint_key(validate(compose(overrides)))
     ckpt = tmp_path / "checkpoints" / key / "last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes((ref / "pretrain" / "checkpoints" / "last.ckpt").read_bytes()[:5000])  # truncated

@@ -79,13 +79,11 @@ def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
 
 
 def test_a_further_pretraining_run_trains_from_its_own_seed_on_the_same_examples():
-    from pipeline.pretrain.run import training_seed
-
     cfg = apply_variant(OmegaConf.merge(CFG, {"variant": "mask_ratio_40", "pretrain_seed": 2}), "pretrain")
-    assert training_seed(cfg) == CFG.seed + 2 and cfg.paths.pairs == CFG.paths.pairs
+    assert validate(cfg).run.training_seed == CFG.seed + 2 and cfg.paths.pairs == CFG.paths.pairs
     assert cfg.paths.pretrain == "models/variants/mask_ratio_40-s2"
     base = apply_variant(OmegaConf.merge(CFG, {"pretrain_seed": 1}), "pretrain")
-    assert base.paths.pretrain == "models/variants/baseline-s1" and training_seed(base) == CFG.seed + 1
+    assert base.paths.pretrain == "models/variants/baseline-s1" and validate(base).run.training_seed == CFG.seed + 1
     with pytest.raises(ConfigError, match="pretrain_seed=1: make_pairs writes the same examples"):
         apply_variant(OmegaConf.merge(CFG, {"pretrain_seed": 1}), "make_pairs")
 

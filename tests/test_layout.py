@@ -66,6 +66,52 @@ def test_no_import_cycles_and_no_import_hidden_in_a_function():
     assert nested == []  # an import inside a function to dodge a cycle is the same cycle
 
 
+def room(module: str) -> str:
+    """A module's room: its package below ``pipeline`` (``data``, ``stages``), or the top-level module itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floors() -> dict[str, int]:
+    """Each room's floor: one above the highest room it imports (a room that imports none: floor 0)."""
+    edges, _ = import_graph()
+    rooms: dict[str, set[str]] = {}
+    for m, targets in edges.items():
+        rooms.setdefault(room(m), set()).update(room(t) for t in targets if room(t) != room(m))
+    assert cycles(rooms) == [], "an arrow runs from a lower floor back up"
+    out: dict[str, int] = {}
+
+    def floor(r: str) -> int:
+        if r not in out:
+            out[r] = 1 + max((floor(t) for t in rooms[r]), default=-1)
+        return out[r]
+
+    for r in rooms:
+        floor(r)
+    return out
+
+
+def test_the_house_points_one_way():
+    """Rooms (pipeline's packages and top-level modules) import only rooms on lower floors: the settings low,
+    the library's parts above them, the architecture registry above the parts it names, the stages on top."""
+    f = floors()
+
+    def above(a: str, *rooms: str) -> bool:
+        return all(f[a] > f[r] for r in rooms)
+
+    assert above("settings", "names", "model_config", "values", "errors")
+    assert above("data", "settings") and above("model", "data") and "model" not in _imports("data")
+    assert above("architectures", "model", "pretrain", "zero_shot", "finetune")
+    assert f["stages"] == max(f.values())  # nothing imports a stage's run but its script
+    assert _imports("settings") <= {"errors", "values", "names", "model_config"}
+    assert _imports("model") <= {"errors", "io", "values", "names", "model_config", "data"}
+
+
+def _imports(r: str) -> set[str]:
+    edges, _ = import_graph()
+    return {room(t) for m, targets in edges.items() if room(m) == r for t in targets} - {r}
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
 
@@ -86,15 +132,19 @@ def test_stage_scripts_are_a_few_lines_calling_their_run(script):
     assert f'run_stage("{script.stem}", run, cfg)' in text
 
 
-def test_only_the_stage_run_modules_and_the_plumbing_read_the_config():
-    """One rule (pipeline/stage.py): a stage's `run(cfg)` unpacks the settings; nothing below it takes a DictConfig."""
+def test_only_the_configuration_floor_reads_the_composed_config():
+    """One rule (pipeline/stage.py): the stages' `run(lab)` receive the checked settings; only composing,
+    checking and rewriting the config (a variant's, a grid's) touch the composed config itself."""
     readers = {p.relative_to(ROOT).as_posix() for p in (ROOT / "pipeline").rglob("*.py")
-               if "DictConfig" in p.read_text(encoding="utf-8")}
-    assert readers == {
-        "pipeline/config.py", "pipeline/stage.py", "pipeline/variants.py", "pipeline/tracking.py",
-        "pipeline/data/corpus.py", "pipeline/data/wordpiece.py", "pipeline/data/pairs.py", "pipeline/data/eval_set.py",
-        "pipeline/pretrain/run.py", "pipeline/finetune/run.py", "pipeline/report/run.py",
-        "pipeline/report/probe.py", "pipeline/zero_shot/run.py", "pipeline/zero_shot/floor.py"}
+               if "omegaconf" in p.read_text(encoding="utf-8").lower()}
+    assert readers == {"pipeline/config.py", "pipeline/stage.py", "pipeline/variants.py", "pipeline/settings.py",
+                       "pipeline/check_conf.py"}
+    stages = sorted((ROOT / "pipeline" / "stages").glob("[a-z]*.py"))
+    assert {p.stem for p in stages} == {p.stem for p in (ROOT / "stages").glob("[a-z]*.py")}
+    for path in stages:
+        run = next(n for n in ast.parse(path.read_text(encoding="utf-8")).body
+                   if isinstance(n, ast.FunctionDef) and n.name == "run")
+        assert [ast.unparse(a.annotation) for a in run.args.args] == ["Lab"], path
 
 
 def test_readme_layout_names_every_folder_and_module_that_exists():
@@ -102,7 +152,7 @@ def test_readme_layout_names_every_folder_and_module_that_exists():
     block = readme.split("## Layout", 1)[1].split("```", 2)[1]
     named = set(re.findall(r"[\w/]+\.py|[\w]+/", block))
     for folder in ("pipeline/data", "pipeline/model", "pipeline/pretrain", "pipeline/finetune",
-                   "pipeline/finetune/tasks", "pipeline/report"):
+                   "pipeline/finetune/tasks", "pipeline/report", "pipeline/stages"):
         assert f"{folder.rsplit('/', 1)[-1]}/" in named, folder
         for p in (ROOT / folder).glob("*.py"):
             if p.name != "__init__.py":

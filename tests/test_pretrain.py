@@ -16,15 +16,21 @@ import torch
 import transformers
 
 from conftest import ROOT, run_stage, run_stage_here
+from pipeline.architectures import architecture
 from pipeline.config import compose, validate
+from pipeline.data.tokenizer import load_tokenizer
 from pipeline.model.bert import BertConfig, BertForPreTraining, num_parameters, pretraining_loss
 from pipeline.optim import build_optimizer
 from pipeline.pretrain.module import BertPretraining
-from pipeline.pretrain.run import model_config
-from pipeline.data.tokenizer import load_tokenizer
-from pipeline.model.registry import architecture
+from pipeline.stages.pretrain import model_config as stage_model_config
+from pipeline.stages.zero_shot import score_folder
 from pipeline.zero_shot.along import along_pretraining
-from pipeline.zero_shot.run import score_folder
+
+
+def model_config(cfg, vocab_size: int):
+    """The pretrain stage's model config for a composed config (checked first, as the stage's start does)."""
+    lab = validate(cfg)
+    return stage_model_config(lab, architecture(lab.model.architecture), vocab_size)
 
 
 # --------------------------------------------------------------------------- #
@@ -335,10 +341,10 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
     assert [r["step"] for r in curves["along"]] == [r["step"] for r in curves["plain"]]
     scores = [float(r["blimp"]) for r in curves["along"]]
     assert len(scores) == len(curves["plain"]) and all(s in (0.0, 0.5, 1.0) for s in scores)  # 2 paradigms x 1 pair
-    blimp = validate(compose([f"zero_shot.data={tmp_path / 'blimp'}", "zero_shot.pairs=1"]))["zero_shot"]
+    blimp = validate(compose([f"zero_shot.data={tmp_path / 'blimp'}", "zero_shot.pairs=1"])).zero_shot
     assert scores[-1] == score_folder(root / "along" / "out" / "hf", blimp).summary()["overall"]  # as the export scores
     assert "blimp" not in curves["plain"][0]
-    settings = validate(compose([*along]))["zero_shot"]
+    settings = validate(compose([*along])).zero_shot
     tok = load_tokenizer(root / "tokenizer")
-    assert along_pretraining(settings, architecture("bert"), tok, baseline=False) is None  # the baseline's only
-    assert along_pretraining(validate(compose())["zero_shot"], architecture("bert"), tok, baseline=True) is None
+    assert along_pretraining(settings, architecture("bert").scorer, tok, baseline=False) is None  # the baseline's only
+    assert along_pretraining(validate(compose()).zero_shot, architecture("bert").scorer, tok, baseline=True) is None

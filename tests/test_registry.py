@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
+from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import ROOT
-from pipeline.config import compose
+from pipeline.config import compose, validate
 from pipeline.errors import ConfigError, DataError
 from pipeline.model_config import LM_OBJECTIVES, BertConfig, ElmoConfig, StaticConfig, build_config, config_classes, metric_prefix
 from pipeline.model.downstream import Encoder
-from pipeline.model.registry import ARCHITECTURES, architecture, architecture_of
+from pipeline.architectures import ARCHITECTURES, architecture, architecture_of
 
 # A tiny config of each architecture (vocab_size from the tokenizer below).
 TINY = {"bert": lambda v: BertConfig(vocab_size=v, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -51,14 +53,11 @@ def test_every_architecture_has_one_registry_line_and_its_objectives():
 
 
 def test_model_architecture_decides_and_the_objective_must_be_one_it_trains():
-    assert build_config({}, 100, "masked").architecture == "bert"  # settings from before model.architecture
     with pytest.raises(ConfigError, match=r"^objective.lm=bilm is not allowed with model.architecture=word2vec: "
                                           r"expected one of cbow, skipgram \(bilm is trained by "
                                           r"model.architecture=elmo\)$"):
         build_config({"architecture": "word2vec"}, 100, "bilm")
-    from pipeline.pretrain.run import model_architecture
-
-    assert model_architecture(compose(["model=elmo", "objective=elmo"])) == "elmo"
+    assert validate(compose(["model=elmo", "objective=elmo"])).model.architecture == "elmo"
 
 
 @pytest.mark.parametrize("name", list(TINY))
@@ -122,15 +121,22 @@ def _sources(*globs):
 
 def test_no_module_dispatches_on_an_architecture_s_name_or_class():
     """The names and classes of the architectures appear in comparisons, ``isinstance`` checks and dict keys only
-    in their own modules and the registry: everything else asks the registry."""
+    in their own modules and the registry: every other module of every package asks the registry."""
     names = {*ARCHITECTURES, *(a.model_type for a in ARCHITECTURES.values())}
-    classes = {c.__name__ for a in ARCHITECTURES.values() for c in (a.config, a.network, a.pretraining)}
-    for path in _sources("pipeline/pretrain/run.py", "pipeline/finetune/*.py", "pipeline/model/folders.py",
-                         "pipeline/model/downstream.py", "pipeline/config.py"):
+    parts = [c for a in ARCHITECTURES.values() for c in (a.config, a.network, a.pretraining)]
+    classes = {c.__name__ for c in parts}
+    own = {Path(inspect.getfile(c)) for c in parts} | {ROOT / "pipeline" / "architectures.py"}
+    scanned = [p for p in _sources("pipeline/**/*.py") if p not in own]
+    assert len(scanned) > 60 and {p.parent.name for p in scanned} >= {
+        "pipeline", "data", "model", "pretrain", "finetune", "tasks", "report", "zero_shot", "stages"}
+    for path in scanned:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 consts = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)]
                 assert not names & set(consts), (path.name, ast.unparse(node))
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                assert not names & keys, (path.name, ast.unparse(node))
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
                 used = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
                 assert not classes & used, (path.name, ast.unparse(node))
@@ -139,7 +145,7 @@ def test_no_module_dispatches_on_an_architecture_s_name_or_class():
 # -------------------------------------------------------------------------- fine-tuning runners
 
 def test_each_kind_of_task_has_one_runner_behind_one_interface():
-    from pipeline.finetune.run import RUNNERS
+    from pipeline.stages.finetune import RUNNERS
     from pipeline.finetune.tasks import NerTask, SquadTask, TaskData
     from pipeline.finetune.training import Runner
 
@@ -152,13 +158,13 @@ def test_each_kind_of_task_has_one_runner_behind_one_interface():
 
 
 def test_the_finetune_stage_s_outputs_have_one_writer():
-    """Only ``pipeline/finetune/run.py`` writes files; runners hand theirs over (``Runner.outputs``)."""
+    """Only the stage (``pipeline/stages/finetune.py``) writes files; runners hand theirs over (``Runner.outputs``)."""
     writers = set()
     for path in _sources("pipeline/finetune/*.py"):
         text = path.read_text(encoding="utf-8")
         if any(w in text for w in ("write_json(", "atomic_file(", "atomic_dir(", ".write_text(", "open(")):
             writers.add(path.name)
-    assert writers == {"run.py"}
+    assert writers == set()
 
 
 def test_frozen_features_draw_nothing_from_the_seeded_generator(tmp_path):
@@ -166,13 +172,14 @@ def test_frozen_features_draw_nothing_from_the_seeded_generator(tmp_path):
     as it would if they had been computed before it."""
     from conftest import tiny_export
     from pipeline.data.tokenizer import load_tokenizer
+    from pipeline.architectures import open_export
     from pipeline.finetune.sentence import SentenceRunner
     from pipeline.finetune.tasks import Example, TaskData
     from test_squad import recipe
 
     export = tiny_export(tmp_path) / "hf"
     examples = [Example(f"in the beginning {i}", None, i % 2) for i in range(12)]
-    runner = SentenceRunner(recipe(), TaskData("t", ["a", "b"], examples, examples), load_tokenizer(export), export)
+    runner = SentenceRunner(recipe(), TaskData("t", ["a", "b"], examples, examples), load_tokenizer(export), open_export(export))
     torch.manual_seed(7)
     before = torch.get_rng_state()
     runner.states()

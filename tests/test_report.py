@@ -10,11 +10,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import chromedriver
-from pipeline.config import compose
+from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
 from pipeline.report.render import method_text
-from pipeline.report.run import run as build_report
+from pipeline.stages.report import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
 # NSP and objective tables) is left out.
@@ -117,7 +117,7 @@ def report(tmp_path_factory):
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc, acc + 0.01 * run.pretrain_seed))
         write_json(f"{run.metrics}/finetune.json", _finetune(SCORES[name], run.pretrain_seed))
-    res = build_report(cfg)
+    res = build_report(validate(cfg))
     return root / "reports", res
 
 
@@ -296,7 +296,7 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
                       and not (task == "sst2" and k == "frozen_weighted")}  # a mode one task did not run
             write_json(f"{run.metrics}/tasks/{task}/finetune.json", _suite_finetune(label, metrics, scores,
                                                                                   run.pretrain_seed))
-    res = build_report(cfg)
+    res = build_report(validate(cfg))
     suite = res["suite"]
     assert [c["label"] for c in suite["columns"]] == ["MNLI-m accuracy", "MRPC accuracy", "SST-2 accuracy"]
     assert [c["paper"] for c in suite["columns"]] == ["MNLI-m dev accuracy", "MRPC dev accuracy",
@@ -585,7 +585,7 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
             fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{b}" for line, b in zip(lines[1:], blimp))])
                              + "\n")
     write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
-    res = build_report(cfg)
+    res = build_report(validate(cfg))
     zs = res["zero_shot"]
     objective = next(f for f in zs["families"] if f["name"] == "objective")
     base, ltr = objective["rows"][0], next(r for r in objective["rows"] if r["name"] == "ltr")

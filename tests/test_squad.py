@@ -268,7 +268,8 @@ def recipe(**kw):
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_span_runner_in_every_kind_of_mode(tmp_path, version):
     from pipeline.data.tokenizer import load_tokenizer
-    from pipeline.finetune.run import write_outputs
+    from pipeline.stages.finetune import write_outputs
+    from pipeline.architectures import open_export
     from pipeline.finetune.spans import SpanRunner
 
     export = tiny_export(tmp_path) / "hf"
@@ -277,7 +278,7 @@ def test_span_runner_in_every_kind_of_mode(tmp_path, version):
     d = write_squad(tmp_path / "dev.json", qa_passages(6, 1), version, {(0, 0), (1, 1)} if impossible else set())
     task = squad("tiny", version, str(f), str(d), doc_stride=16, max_query_length=16)
     assert len(task.train) == 40
-    runner = SpanRunner(recipe(), task, load_tokenizer(export), export)
+    runner = SpanRunner(recipe(), task, load_tokenizer(export), open_export(export))
     results = {"pretrained": runner.fine_tune("pretrained", 0, False),
                "frozen_last": runner.frozen("last", 0, False), "tfidf": runner.classical()}
     write_outputs(tmp_path, {}, runner.outputs())  # as the stage writes them

@@ -6,15 +6,14 @@ import sys
 
 import pytest
 
-from pipeline.config import compose
+from pipeline.config import compose, resolved_config, validate
 from pipeline.errors import ConfigError
-from pipeline.tracking import (PARENT, check_tracking, content_hash, flatten_config, git_commit, mlflow_logger, record_grid,
-                               resolved_config)
+from pipeline.tracking import PARENT, check_tracking, content_hash, flatten_config, git_commit, mlflow_logger, record_grid
 
 
 def test_flattened_params_cover_the_config_but_not_the_tracking_uri():
     cfg = compose(["tracking.uri=https://user:token@mlflow.example"])
-    params = flatten_config(cfg)
+    params = flatten_config(validate(cfg).resolved)
     assert params["model.hidden_size"] == "128" and params["masking.mlm_probability"] == "0.15"
     assert "tracking.uri" not in params and not any("token@" in v for v in params.values())
     assert "uri" not in resolved_config(cfg)["tracking"] and resolved_config(cfg)["model"]["hidden_size"] == 128
@@ -32,7 +31,7 @@ def test_a_run_carries_its_resolved_config_and_its_artifacts_stay_in_the_project
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     cfg = compose([f"tracking.uri=sqlite:///{store}"])
-    logger = mlflow_logger(cfg, run_name="r", tags={"stage": "test"})
+    logger = mlflow_logger(validate(cfg), run_name="r", tags={"stage": "test"})
     client = MlflowClient(f"sqlite:///{store}")
     saved = yaml.safe_load(open(client.download_artifacts(logger.run_id, "config.yaml", str(tmp_path))))
     assert saved["model"] == dict(cfg.model) and "uri" not in saved["tracking"]
@@ -53,15 +52,15 @@ def test_the_grid_run_parents_exactly_the_runs_of_its_report(tmp_path):
     report = tmp_path / "reports"
     report.mkdir()
     (report / "report.md").write_text("# report\n")
-    first = record_grid(cfg, "demo", {"baseline/pretrained_accuracy": 0.5}, [a, b, "f" * 32], report)
+    first = record_grid(validate(cfg).tracking, "demo", {"baseline/pretrained_accuracy": 0.5}, [a, b, "f" * 32], report)
     assert {client.get_run(r).data.tags.get(PARENT) for r in (a, b)} == {first}
-    again = record_grid(cfg, "demo", {"baseline/pretrained_accuracy": 0.6}, [b], report)
+    again = record_grid(validate(cfg).tracking, "demo", {"baseline/pretrained_accuracy": 0.6}, [b], report)
     grid = client.get_run(again)
     assert again == first and grid.data.metrics["baseline/pretrained_accuracy"] == 0.6
     assert PARENT not in client.get_run(a).data.tags and client.get_run(b).data.tags[PARENT] == first
     assert grid.data.tags["kind"] == "grid" and grid.info.status == "FINISHED"
     assert [f.path for f in client.list_artifacts(again, "report")] == ["report/report.md"]
-    assert record_grid(cfg, "other", {}, [], report) != first  # another grid, another run
+    assert record_grid(validate(cfg).tracking, "other", {}, [], report) != first  # another grid, another run
 
 
 def test_content_hash_follows_bytes_and_names(tmp_path):
@@ -94,8 +93,8 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_dvc_lock(tmp_path):
 def test_two_experiments_starting_together_share_a_new_local_store(tmp_path):
     """`dvc queue start -j 2` on a fresh clone: both stages create the store at once; neither fails."""
     store = tmp_path / "mlflow.db"
-    code = ("import sys; from pipeline.config import compose; from pipeline.tracking import check_tracking; "
-            f"check_tracking(compose(['tracking.uri=sqlite:///{store}']))")
+    code = ("import sys; from pipeline.config import compose, validate; from pipeline.tracking import check_tracking; "
+            f"check_tracking(validate(compose(['tracking.uri=sqlite:///{store}'])).tracking)")
     procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(3)]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errors
@@ -108,4 +107,4 @@ def test_two_experiments_starting_together_share_a_new_local_store(tmp_path):
 def test_a_local_store_that_cannot_be_created_is_one_line_before_any_compute(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(ConfigError, match="cannot be written"):
-        check_tracking(compose([f"tracking.uri=sqlite:///{tmp_path / 'file' / 'mlflow.db'}"]))
+        check_tracking(validate(compose([f"tracking.uri=sqlite:///{tmp_path / 'file' / 'mlflow.db'}"])).tracking)

@@ -80,7 +80,7 @@ def test_a_vocab_txt_folder_loads_as_the_original_tokenizer(tokenizer_dir, tmp_p
 
 
 def test_the_tokenizer_stage_can_take_a_published_vocabulary(tokenizer_dir, tmp_path):
-    from pipeline.config import compose
+    from pipeline.config import compose, validate
     from stages.train_wordpiece import run
 
     folder = tmp_path / "bert"
@@ -90,7 +90,7 @@ def test_the_tokenizer_stage_can_take_a_published_vocabulary(tokenizer_dir, tmp_
     (tmp_path / "corpus" / "valid.txt").write_text("In the beginning God created the heaven .\n", encoding="utf-8")
     cfg = compose([f"tokenizer.from_folder={folder}", f"paths.corpus={tmp_path / 'corpus'}",
                    f"paths.tokenizer={tmp_path / 'out'}", f"paths.metrics={tmp_path / 'metrics'}"])
-    stats = run(cfg)
+    stats = run(validate(cfg))
     assert stats["vocab_size"] == len((folder / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1
     assert (tmp_path / "out" / "vocab.txt").read_bytes() == (folder / "vocab.txt").read_bytes()
     text = "And the earth was without form, and void."

@@ -30,7 +30,7 @@ from pipeline.zero_shot import ngram_lm
 from pipeline.zero_shot.blimp import (Group, groups_of, load, percent, read_paradigm,
                                       read_published, summarise)
 from pipeline.zero_shot.ngram_lm import NgramLM
-from pipeline.zero_shot.run import folder_scorer, score_folder
+from pipeline.stages.zero_shot import folder_scorer, score_folder
 from pipeline.zero_shot.score import NgramScorer, evaluate
 from pipeline.zero_shot.scorers import BiLM, LeftToRight, NoSentenceScore, PseudoLogLikelihood, encode
 
@@ -528,10 +528,10 @@ def test_the_stage_scores_a_run_writes_its_summary_and_logs_each_phenomenon_on_i
 def test_without_a_blimp_folder_the_stages_write_that_nothing_was_configured(tmp_path):
     from pipeline.io import read_json
     from pipeline.stage import run_stage as stage
-    from pipeline.zero_shot import floor, run
+    from pipeline.stages import zero_shot, zero_shot_floor
 
-    for name, fn, out in (("zero_shot", run.run, "zero_shot.json"),
-                          ("zero_shot_floor", floor.run, "zero_shot_floor.json")):
+    for name, fn, out in (("zero_shot", zero_shot.run, "zero_shot.json"),
+                          ("zero_shot_floor", zero_shot_floor.run, "zero_shot_floor.json")):
         stage(name, fn, compose(_stage_paths(tmp_path, tmp_path / "absent")))  # nothing read: no export, no pairs
         summary = read_json(tmp_path / "metrics" / out)
         assert summary["configured"] is False and "zero_shot.data is null" in summary["reason"]
@@ -545,7 +545,7 @@ def test_without_a_blimp_folder_the_stages_write_that_nothing_was_configured(tmp
 def test_bad_blimp_data_through_the_stage_is_one_line_and_exit_2(tmp_path, capsys, make, fragment):
     """Through the stage's entry function in this process (a subprocess check follows: the unknown paradigm)."""
     from pipeline.stage import run_stage as stage
-    from pipeline.zero_shot.run import run
+    from pipeline.stages.zero_shot import run
 
     make(tmp_path / "b")
     with pytest.raises(SystemExit) as e:

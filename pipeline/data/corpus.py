@@ -17,13 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from hydra.utils import instantiate
-from omegaconf import DictConfig
 from tqdm import tqdm
 
 from pipeline.errors import DataError
-from pipeline.io import atomic_dir, write_json
-from pipeline.settings import CorpusSettings, RuntimeSettings
+from pipeline.io import atomic_dir
 
 
 @dataclass
@@ -276,14 +273,4 @@ def prepare_corpus(documents: Iterable[Document], out_dir: str | Path, *, valid_
             json.dumps({"train": [d.id for d in train], "valid": [d.id for d in valid]}, indent=0) + "\n",
             encoding="utf-8",
         )
-    return stats
-
-
-def run(cfg: DictConfig) -> dict:
-    """The stage: the configured source's documents -> ``paths.corpus``, statistics -> ``metrics/corpus.json``."""
-    corpus, runtime = CorpusSettings.read(cfg.corpus), RuntimeSettings.read(cfg.runtime)
-    documents = instantiate(corpus.source, _convert_="all")
-    stats = prepare_corpus(documents, cfg.paths.corpus, valid_fraction=corpus.valid_fraction, seed=cfg.seed,
-                           name=corpus.name, progress=runtime.progress)
-    write_json(Path(cfg.paths.metrics) / "corpus.json", stats)
     return stats

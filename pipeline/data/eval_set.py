@@ -31,27 +31,23 @@ does not depend on how sequences are batched. Stored as ``eval_set.npz`` and
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from pipeline.data.encoded import EncodedCorpus
-from pipeline.data.layout import Probe, build as build_probe
+from pipeline.data.layout import Probe
 from pipeline.data.masking import MaskingConfig, mask_examples
 from pipeline.data.ngram import FLOORS, NgramTables
 from pipeline.data.pairs import write_examples
 from pipeline.data.scored import FORMAT_VERSION, KINDS, NOT_SCORED
 from pipeline.data.shards import PairsDataset
-from pipeline.data.tokenizer import load_tokenizer, special_ids
 from pipeline.errors import ConfigError, DataError
 from pipeline.io import atomic_dir
 from pipeline.names import IGNORE_INDEX
-from pipeline.settings import EvalSetSettings, LayoutSettings, PairsSettings, RuntimeSettings
-
+from pipeline.settings import EvalSetSettings, PairsSettings
 
 
 @dataclass(frozen=True)
@@ -65,6 +61,11 @@ class EvalSetConfig:
     keep_prob: float = 0.1
     max_sequences: int | None = 600    # the first N held-out sequences; None: all
     seed: int = 0
+
+    @classmethod
+    def of(cls, settings: EvalSetSettings, seed: int) -> EvalSetConfig:
+        """The fixed set of the ``eval_set`` settings; its seed is the pipeline's ``seed`` (drawn once per seed)."""
+        return cls(**{k: v for k, v in asdict(settings).items() if k != "layout"}, seed=int(seed))
 
     def pairs(self) -> PairsSettings:
         """The held-out sequences' recipe: BERT's pairs at ``max_seq_length``, one pass."""
@@ -173,37 +174,7 @@ def score_probe_floors(tables: NgramTables, probe: Probe, mask_id: int) -> dict[
     return {name: probe.accuracy(hit) for name, hit in floor_hits(tables, probe.arrays, mask_id).items()}
 
 
-def settings(cfg: DictConfig) -> tuple[EvalSetConfig, LayoutSettings]:
-    """The ``eval_set`` settings: the fixed set's (its seed is the pipeline's ``seed``: the set is drawn once per
-    seed) and the layout probe's."""
-    read = EvalSetSettings.read(cfg.eval_set)
-    fixed = {k: v for k, v in asdict(read).items() if k != "layout"}
-    return EvalSetConfig(**fixed, seed=int(cfg.seed)), read.layout
-
-
 def held_out(corpus: EncodedCorpus, config: EvalSetConfig, cls_id: int, sep_id: int, folder: Path) -> PairsDataset:
     """The held-out split cut into sequences by the fixed set's recipe (``config.pairs``), written to ``folder``."""
     write_examples(corpus, folder, config.pairs(), seed=config.seed, cls_id=cls_id, sep_id=sep_id, progress=False)
     return PairsDataset(folder)
-
-
-def run(cfg: DictConfig) -> dict:
-    """The stage: the held-out split (as make_pairs encoded it) -> ``paths.eval_set``: the fixed set, the layout
-    probe, and in ``meta.json`` what they hold and the count-based floors scored on both (counted on the
-    baseline's train examples)."""
-    config, layout = settings(cfg)
-    tok = load_tokenizer(cfg.paths.tokenizer)
-    ids = special_ids(tok)
-    pairs = Path(cfg.paths.pairs)
-    corpus = EncodedCorpus(pairs / "valid" / "corpus")
-    with tempfile.TemporaryDirectory(prefix="bert-lab-eval-set-") as tmp:
-        arrays = build(held_out(corpus, config, ids["cls"], ids["sep"], Path(tmp) / "valid"), config,
-                       mask_id=ids["mask"], cls_id=ids["cls"], sep_id=ids["sep"], vocab_size=tok.get_vocab_size())
-    probe = build_probe(corpus, lengths=layout.lengths, rows=layout.rows, seed=config.seed, cls_id=ids["cls"],
-                        sep_id=ids["sep"], mask_id=ids["mask"], source=f"{pairs}/valid")
-    tables = NgramTables.count(PairsDataset(pairs / "train"), tok.get_vocab_size(),
-                               special=[ids[k] for k in ("pad", "cls", "sep", "mask")],
-                               progress=RuntimeSettings.read(cfg.runtime).progress)
-    return write(cfg.paths.eval_set, arrays, probe, config, {"lengths": list(layout.lengths), "rows": layout.rows},
-                 score_floors(tables, arrays, ids["mask"]), score_probe_floors(tables, probe, ids["mask"]),
-                 tables.n_counted, ids["sep"])

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import hashlib
 import multiprocessing
 import os
@@ -69,14 +68,12 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from omegaconf import DictConfig
-
 from pipeline.data.encoded import EncodedCorpus, encode_corpus
-from pipeline.data.shards import PART_FILE, merge_parts, shard_stem, write_meta
-from pipeline.data.tokenizer import load_tokenizer, special_ids
+from pipeline.data.shards import PART_FILE, shard_stem, write_meta
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, write_json
-from pipeline.settings import PairsSettings, RuntimeSettings
+from pipeline.settings import PairsSettings
+
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -413,37 +410,3 @@ SPLITS = ("train", "valid")
 def part_dir(out: Path, i: int, n: int) -> Path:
     """Where machine ``i`` of ``n`` writes its share of the shards, beside the output."""
     return out.with_name(f"{out.name}.part-{i}-of-{n}")
-
-
-def run(cfg: DictConfig) -> dict:
-    """The stage: corpus + tokenizer -> ``paths.pairs``, statistics -> ``metrics/pairs.json``.
-
-    Across machines: ``runtime.parts=N runtime.part=i`` on machine ``i`` writes its
-    share of the shards beside the output; ``runtime.parts=N`` alone (``part`` null)
-    then joins the N shares into the output, the same bytes as one machine's run.
-    """
-    out = Path(cfg.paths.pairs)
-    pairs, runtime = PairsSettings.read(cfg.pairs), RuntimeSettings.read(cfg.runtime)
-    parts, part = runtime.parts, runtime.part
-    if parts > 1 and part is None:  # join the machines' shares
-        with atomic_dir(out) as tmp:
-            stats = {split: merge_parts([part_dir(out, i, parts) / split for i in range(parts)], tmp / split)
-                     for split in SPLITS}
-        for i in range(parts):
-            part_dir(out, i, parts).rmdir()
-        write_json(Path(cfg.paths.metrics) / "pairs.json", stats)
-        return stats
-    tok = load_tokenizer(cfg.paths.tokenizer)
-    ids = special_ids(tok)
-    workers = runtime.num_workers or len(os.sched_getaffinity(0))  # null: every core we may use
-    share = (part, parts) if parts > 1 else None
-    stats = {}
-    with atomic_dir(part_dir(out, part, parts) if share else out) as tmp:
-        for i, split in enumerate(SPLITS):
-            stats[split] = make_examples(
-                tok, Path(cfg.paths.corpus) / f"{split}.txt", tmp / split,
-                pairs if split == "train" else dataclasses.replace(pairs, dupe_factor=1), seed=cfg.seed + i,
-                cls_id=ids["cls"], sep_id=ids["sep"], num_workers=workers, progress=runtime.progress, part=share)
-    if not share:
-        write_json(Path(cfg.paths.metrics) / "pairs.json", stats)
-    return stats

@@ -10,15 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from omegaconf import DictConfig
 from tokenizers import Tokenizer, trainers
 
-from pipeline.data.corpus import Sentences, read_documents
-from pipeline.data.tokenizer import UNK, add_bert_template, load_tokenizer, new_tokenizer, save_tokenizer, tokenizer_settings
+from pipeline.data.tokenizer import UNK, add_bert_template, new_tokenizer, save_tokenizer
 from pipeline.errors import DataError
-from pipeline.io import write_json
 from pipeline.names import SPECIAL_TOKENS
-from pipeline.settings import RuntimeSettings, TokenizerSettings
 
 
 def alphabet(tok: Tokenizer, sentences: Iterable[str], limit: int) -> list[str]:
@@ -83,22 +79,3 @@ def tokenizer_stats(tok: Tokenizer, documents: Iterable[list[str]]) -> dict:
             unknown += sum(i == unk for i in enc.ids)
     return {"valid_pieces_per_word": round(pieces / max(words, 1), 4),
             "valid_unk_rate": round(unknown / max(pieces, 1), 6)}
-
-
-def run(cfg: DictConfig) -> dict:
-    """The stage: ``paths.corpus``'s train split -> a vocabulary in ``paths.tokenizer``, fit statistics on valid."""
-    corpus = Path(cfg.paths.corpus)
-    t, runtime = TokenizerSettings.read(cfg.tokenizer), RuntimeSettings.read(cfg.runtime)
-    if t.from_folder:
-        # A published vocabulary (e.g. a local bert-base-uncased), to pretrain from its weights.
-        tok = load_tokenizer(t.from_folder)
-        lowercase, strip_accents = tokenizer_settings(t.from_folder)
-        save_tokenizer(tok, cfg.paths.tokenizer, lowercase=lowercase, strip_accents=strip_accents)
-        stats = {"vocab_size": tok.get_vocab_size(), "from_folder": str(t.from_folder)}
-    else:
-        stats = train_wordpiece(Sentences(corpus / "train.txt"), cfg.paths.tokenizer, vocab_size=t.vocab_size,
-                                min_frequency=t.min_frequency, limit_alphabet=t.limit_alphabet,
-                                lowercase=t.lowercase, strip_accents=t.strip_accents, progress=runtime.progress)
-    stats.update(tokenizer_stats(load_tokenizer(cfg.paths.tokenizer), read_documents(corpus / "valid.txt")))
-    write_json(Path(cfg.paths.metrics) / "tokenizer.json", stats)
-    return stats

@@ -1,26 +1,42 @@
-"""The pretrained export as the finetune stage uses it, whatever its architecture (``pipeline.model.registry``).
+"""The pretrained export as downstream tasks use it, whatever its architecture.
 
 An export folder holds BERT (a Hugging Face folder: BERT with masked LM, or the
 left-to-right GPT-style model) or one of the models BERT grew out of (word2vec,
 ELMo; ``pipeline.model.folders``); its config.json's ``model_type`` says which.
-Heads on frozen features read the states of its layers (``Encoder``); a
+The stage that opens an export resolves its architecture once
+(``pipeline.architectures.open_export``) and hands down an ``Export``: heads on
+frozen features read the states of its layers (``frozen_encoder``); a
 fine-tuned (or from-scratch) run trains its task model.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from torch import nn
 
 from pipeline.model.downstream import Encoder
-from pipeline.model.registry import architecture_of
 
 
-def frozen_encoder(export_dir: Path) -> Encoder:
-    """The export's layers, for heads on frozen features."""
-    return Encoder(architecture_of(export_dir).encoder(export_dir))
+class Downstream(Protocol):
+    """What an architecture offers downstream (``pipeline.architectures.Architecture``)."""
+
+    def encoder(self, folder: Path) -> nn.Module: ...
+
+    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module: ...
 
 
-def task_model(export_dir: Path, kind: str, num_outputs: int, pretrained: bool) -> nn.Module:
-    """The network trained on a task of ``kind``: the export's weights (``pretrained``) or fresh ones."""
-    return architecture_of(export_dir).task_model(kind, export_dir, num_outputs, pretrained)
+@dataclass(frozen=True)
+class Export:
+    """A pretrained export folder and the downstream parts of its architecture."""
+    folder: Path
+    architecture: Downstream
+
+    def frozen_encoder(self) -> Encoder:
+        """The export's layers, for heads on frozen features."""
+        return Encoder(self.architecture.encoder(self.folder))
+
+    def task_model(self, kind: str, num_outputs: int, pretrained: bool) -> nn.Module:
+        """The network trained on a task of ``kind``: the export's weights (``pretrained``) or fresh ones."""
+        return self.architecture.task_model(kind, self.folder, num_outputs, pretrained)

@@ -13,7 +13,6 @@ Each mode trains one network per seed:
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 from scipy.sparse import csr_matrix, hstack
 from torch.utils.data import DataLoader, TensorDataset
 
-from pipeline.finetune.encoders import frozen_encoder
+from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.modes import is_frozen
 from pipeline.finetune.tasks.base import Example, TaskData, score
@@ -76,8 +75,8 @@ class SentenceRunner(Runner):
 
     kind = "sentence"
 
-    def __init__(self, recipe: Recipe, task: TaskData, tok, export_dir: Path):
-        super().__init__(recipe, task, export_dir)
+    def __init__(self, recipe: Recipe, task: TaskData, tok, export: Export):
+        super().__init__(recipe, task, export)
         self.train = encode(tok, task.train, recipe.max_seq_length)
         self.dev = encode(tok, task.dev, recipe.max_seq_length)
         self._states: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -116,7 +115,7 @@ class SentenceRunner(Runner):
         Computing them draws nothing from the seeded generator: a head starts alike whether or not they were."""
         if self._states is None:
             with torch.random.fork_rng(devices=[]):
-                encoder = frozen_encoder(self.export_dir)
+                encoder = self.export.frozen_encoder()
                 self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
                                 pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
         return self._states

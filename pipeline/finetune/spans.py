@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,7 +34,7 @@ import torch.nn.functional as F
 
 from pipeline.data.tokenizer import CLS, SEP
 from pipeline.finetune.answers import evaluate, prediction_files
-from pipeline.finetune.encoders import frozen_encoder
+from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.overlap import sliding_window_answers
 from pipeline.finetune.tasks.squad import Question, SpanSettings, SquadTask
@@ -232,8 +231,8 @@ class SpanRunner(Runner):
     kind = "span"
     num_outputs = 2  # a start and an end score per token
 
-    def __init__(self, recipe: Recipe, task: SquadTask, tok, export_dir: Path):
-        super().__init__(recipe, task, export_dir)
+    def __init__(self, recipe: Recipe, task: SquadTask, tok, export: Export):
+        super().__init__(recipe, task, export)
         train = encode_spans(tok, task.train, recipe.max_seq_length, task.span, training=True)
         dev = encode_spans(tok, task.dev, recipe.max_seq_length, task.span)
         self.train, self.dev, self.windows = train.features, dev.features, dev.windows
@@ -250,7 +249,7 @@ class SpanRunner(Runner):
         return SpanObjective(self.task, self.windows)
 
     def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
-        encoder = frozen_encoder(self.export_dir)
+        encoder = self.export.frozen_encoder()
         # One BiLSTM layer, each direction half the encoder's width: the span head stays small beside the encoder.
         return FrozenBiLSTMTagger(encoder, feature_set, self.num_outputs, lstm_hidden=max(1, encoder.hidden_size // 2),
                                   lstm_layers=1)

@@ -16,13 +16,12 @@ words cut off by ``task.max_seq_length`` count as predicted ``O``.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from pipeline.data.datamodule import pad_collate
-from pipeline.finetune.encoders import frozen_encoder
+from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.tasks.conll import NerTask, Sentence
 from pipeline.finetune.training import Recipe, Runner
@@ -104,8 +103,8 @@ class TokenRunner(Runner):
     kind = "ner"
     collate = staticmethod(ner_collate)
 
-    def __init__(self, recipe: Recipe, task: NerTask, tok, export_dir: Path):
-        super().__init__(recipe, task, export_dir)
+    def __init__(self, recipe: Recipe, task: NerTask, tok, export: Export):
+        super().__init__(recipe, task, export)
         self.train = encode_ner(tok, task.train, recipe.max_seq_length)
         self.dev = encode_ner(tok, task.dev, recipe.max_seq_length)
         log.info("task %s: %d train, %d dev sentences, %d tags", task.name, len(self.train), len(self.dev),
@@ -116,7 +115,7 @@ class TokenRunner(Runner):
 
     def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
         """The paper's feature-based NER: a two-layer BiLSTM tagger on the frozen encoder's states."""
-        return FrozenBiLSTMTagger(frozen_encoder(self.export_dir), feature_set, self.task.num_outputs)
+        return FrozenBiLSTMTagger(self.export.frozen_encoder(), feature_set, self.task.num_outputs)
 
     def classical(self) -> dict:
         return linear_baseline(self.task)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import lightning.pytorch as L
@@ -23,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from pipeline.data.datamodule import pad_collate
-from pipeline.finetune.encoders import task_model
+from pipeline.finetune.encoders import Export
 from pipeline.finetune.modes import is_frozen
 from pipeline.names import FROZEN
 from pipeline.optim import build_optimizer, clip_gradients
@@ -144,8 +143,8 @@ class Runner:
     train: list[dict]
     dev: list[dict]
 
-    def __init__(self, recipe: Recipe, task, export_dir: Path):
-        self.recipe, self.task, self.export_dir = recipe, task, export_dir
+    def __init__(self, recipe: Recipe, task, export: Export):
+        self.recipe, self.task, self.export = recipe, task, export
         self.files: dict[str, Any] = {}  # outputs(): JSON files of the stage beside its metrics
 
     # -- what the stage calls
@@ -154,7 +153,7 @@ class Runner:
         """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
         seed_everything(seed)
         # load_hf returns eval mode; both starts must train with dropout alike
-        net = task_model(self.export_dir, self.kind, self.num_outputs, pretrained=mode == "pretrained").train()
+        net = self.export.task_model(self.kind, self.num_outputs, pretrained=mode == "pretrained").train()
         return {"seed": seed, **self.fit(net, mode, seed, logger)}
 
     def frozen(self, feature_set: str, seed: int, logger) -> dict:

@@ -7,7 +7,7 @@ every generation the same way; a word2vec folder also holds ``vectors.txt`` in
 word2vec's text format (a header line "V d", then one token and its d numbers
 per line), which gensim and the original tools read. BERT folders are
 ``pipeline.model.hf``'s; ``model_type`` tells them apart. ``LabFolder`` is the
-format as the architecture registry (``pipeline.model.registry``) uses it.
+format as the architecture registry (``pipeline.architectures``) uses it.
 """
 from __future__ import annotations
 

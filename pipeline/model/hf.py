@@ -5,7 +5,7 @@ A folder written by :func:`save_hf` loads unchanged with
 and :func:`load_hf` reads folders written by ``save_pretrained``, including old ones
 (``pytorch_model.bin``, ``LayerNorm.gamma``/``beta``, bare ``BertModel`` checkpoints
 without the ``bert.`` prefix). ``BertFolder`` is the format as the architecture
-registry (``pipeline.model.registry``) uses it.
+registry (``pipeline.architectures``) uses it.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ BLiMP is the same task for every row, so rows are compared here the way they are
 overall accuracy (the mean over paradigms), rows are tested against the family's reference (or, in a lineage, the
 row above) by the t-test on per-pretraining-run means with the variance pooled over the family's rows, and against
 the floor (one deterministic number) by a one-sample t-test. The floor is a Kneser-Ney n-gram LM of the same
-pretraining text, scored on the same pairs (``pipeline.zero_shot.floor``).
+pretraining text, scored on the same pairs (``pipeline.stages.zero_shot_floor``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The probe stage. Polysemy, measured: how contextual each generation's representations are, and what it
+"""Polysemy, measured (the probe stage, ``pipeline.stages.probe``): how contextual each generation's representations are, and what it
 does with a word's senses.
 
 Two measures, on occurrences of words in the corpus (lowercased, as the models see them):
@@ -29,13 +29,10 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from pipeline.data.corpus import read_documents
 from pipeline.data.tokenizer import load_tokenizer
-from pipeline.finetune.encoders import frozen_encoder
-from pipeline.io import write_json
-from pipeline.settings import CorpusSettings, ProbeSettings
+from pipeline.finetune.encoders import Export
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +115,11 @@ def anisotropy(per_word: dict[str, np.ndarray], pairs: int, seed: int) -> list[f
     return [float(v) for v in sums / pairs]
 
 
-def probe_model(export_dir: Path, sentences: list[str], words: list[str], senses: list[str], *, limit: int,
+def probe_model(export: Export, sentences: list[str], words: list[str], senses: list[str], *, limit: int,
                 min_occurrences: int, neighbours: int, pairs: int, seed: int) -> dict:
     """One model's contextuality per layer and its nearest occurrences for the ``senses`` words."""
-    tok = load_tokenizer(export_dir)
-    encoder = frozen_encoder(export_dir).eval()
+    tok = load_tokenizer(export.folder)
+    encoder = export.frozen_encoder().eval()
     found = index_occurrences(sentences, list(dict.fromkeys([*words, *senses])), limit, seed)
     states = {w: word_states(encoder, tok, items) for w, items in found.items() if len(items) >= min_occurrences}
     sims = {w: self_similarity(s) for w, s in states.items() if w in words}
@@ -165,29 +162,3 @@ def corpus_sentences(corpus_file: Path, limit: int | None = None) -> list[str]:
 def missing_words(sentences: Sequence[str], words: Sequence[str]) -> list[str]:
     found = index_occurrences(sentences, words, 1, 0)
     return [w for w in words if not found[w]]
-
-
-def run(cfg: DictConfig) -> dict:
-    """The probe stage: the first pretraining run of every row of the grid -> ``metrics/probe.json``."""
-    sentences = corpus_sentences(Path(cfg.paths.corpus) / "valid.txt") + \
-        corpus_sentences(Path(cfg.paths.corpus) / "train.txt")
-    listed, p = CorpusSettings.read(cfg.corpus).probe, ProbeSettings.read(cfg.probe)
-    words, senses = list(listed.words), list(listed.senses)
-    missing = missing_words(sentences, [*words, *senses])
-    for w in missing:
-        log.warning("corpus.probe: %r does not occur in %s; it is left out", w, cfg.paths.corpus)
-    present = [w for w in words if w not in missing]
-    models = {}
-    for name, run_spec in cfg.runs.items():
-        if run_spec.pretrain_seed:
-            continue
-        models[name] = probe_model(Path(run_spec.pretrain) / "hf", sentences, present,
-                                   [w for w in senses if w not in missing], limit=p.occurrences,
-                                   min_occurrences=p.min_occurrences, neighbours=p.neighbours,
-                                   pairs=p.random_pairs, seed=cfg.seed)
-        log.info("probe %s: corrected self-similarity per layer %s", name,
-                 ", ".join(f"{x:.3f}" for x in models[name]["corrected"]))
-    result = {"words": present, "senses": [w for w in senses if w not in missing], "missing": missing,
-              "models": models}
-    write_json(Path(cfg.paths.metrics) / "probe.json", result)
-    return result

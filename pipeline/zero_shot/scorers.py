@@ -1,5 +1,5 @@
 """A sentence log-likelihood for each neural generation of the lineage, the way that fits it (the registry's
-``scorer`` of each architecture, ``pipeline.model.registry``; BLiMP is scored with them in ``pipeline.zero_shot.score``).
+``scorer`` of each architecture, ``pipeline.architectures``; BLiMP is scored with them in ``pipeline.zero_shot.score``).
 
 * BERT (a masked LM): pseudo-log-likelihood (Salazar et al., 2020): mask each
   piece in turn and sum the log-probabilities of the original pieces. With
@@ -259,7 +259,7 @@ class BiLM:
 
 
 # ------------------------------------------------------------------------------- each architecture's scorer
-# The registry's ``scorer`` of each architecture (``pipeline.model.registry``): its pretrained network with the
+# The registry's ``scorer`` of each architecture (``pipeline.architectures``): its pretrained network with the
 # LM head and its tokenizer -> the sentence scorer that fits it.
 
 

@@ -10,30 +10,28 @@ import logging
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from pipeline.data.tokenizer import CLS, load_tokenizer
 from pipeline.io import write_json
-from pipeline.settings import ModelSettings, RuntimeSettings
+from pipeline.settings import Lab
+from pipeline.stages.zero_shot import configured
 from pipeline.zero_shot.blimp import load, read_published
-from pipeline.zero_shot.run import configured
 from pipeline.zero_shot.score import evaluate, ngram_scorer
 
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig) -> dict:
+def run(lab: Lab) -> dict:
     """Count the n-gram LM on ``paths.pairs``'s training text and score BLiMP with it."""
-    settings, out, skipped = configured(cfg, "zero_shot_floor")
+    settings, out, skipped = configured(lab, "zero_shot_floor")
     if skipped is not None:
         return skipped
     start = time.perf_counter()
     paradigms = load(settings.data, settings.paradigms, settings.pairs)  # bad data fails before counting
-    tok = load_tokenizer(cfg.paths.tokenizer)
-    progress = RuntimeSettings.read(cfg.runtime).progress
-    scorer = ngram_scorer(Path(cfg.paths.pairs) / "train" / "corpus", tok.token_to_id(CLS),
+    tok = load_tokenizer(lab.paths.tokenizer)
+    progress = lab.runtime.progress
+    scorer = ngram_scorer(Path(lab.paths.pairs) / "train" / "corpus", tok.token_to_id(CLS),
                           order=settings.ngram_order, progress=progress)
-    positions = ModelSettings.read(cfg.model).max_position_embeddings
+    positions = lab.model.max_position_embeddings
     limit = min(positions, settings.max_pieces or positions)
     summary = evaluate(scorer, tok, paradigms, max_pieces=limit, progress=progress).summary()
     summary.update(configured=True, order=settings.ngram_order, pairs_per_paradigm=settings.pairs,

@@ -3,8 +3,9 @@
 ``run`` reads like the stage's table of contents: tokenizer and model, data,
 the LightningModule, the checkpoint folder a rerun resumes from, the MLflow run,
 the Trainer, then training, export and the record of what was measured. What
-differs between architectures (``model.architecture``: its config, module and
-export) is the registry's (``pipeline.model.registry``).
+differs between architectures (``model.architecture``: its config, module,
+scorer and export) is resolved once, here, from the registry
+(``pipeline.architectures``), and handed down.
 """
 from __future__ import annotations
 
@@ -21,20 +22,19 @@ import lightning.pytorch as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
 
+from pipeline.architectures import Architecture, architecture
 from pipeline.data.datamodule import PairsDataModule
-from pipeline.data.scored import EvalSet
-from pipeline.data.ngram import FLOORS_OF
 from pipeline.data.masking import MaskingConfig
+from pipeline.data.ngram import FLOORS_OF
+from pipeline.data.scored import EvalSet
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
 from pipeline.errors import ConfigError
 from pipeline.io import atomic_dir, atomic_file, write_json
-from pipeline.model_config import DEFAULT_ARCHITECTURE, METRIC_PREFIX, ModelConfig, build_config, metric_prefix
-from pipeline.model.registry import architecture
+from pipeline.model_config import METRIC_PREFIX, ModelConfig, build_config, metric_prefix
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
-from pipeline.pretrain.module import PretrainSetup, PretrainingModule
-from pipeline.settings import EvalSetSettings, ZeroShotSettings
+from pipeline.pretrain.module import PretrainingModule, PretrainSetup
+from pipeline.settings import Lab, as_plain
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 from pipeline.variants import BASELINE
 from pipeline.zero_shot.along import along_pretraining
@@ -44,7 +44,7 @@ warnings.filterwarnings("ignore", message="When using the `ThroughputMonitor`")
 log = logging.getLogger(__name__)
 
 
-def run(cfg: DictConfig) -> dict:
+def run(lab: Lab) -> dict:
     """Train ``model.architecture`` on ``paths.pairs``; write checkpoint + export to ``paths.pretrain``.
 
     Checkpoints go to ``paths.checkpoints/<run key>`` every
@@ -52,22 +52,22 @@ def run(cfg: DictConfig) -> dict:
     and data) resumes from the last one, with the same data order, masks and
     dropout, and continues the same MLflow run.
     """
-    check_tracking(cfg)  # before any compute
-    seed = training_seed(cfg)
+    check_tracking(lab.tracking)  # before any compute
+    paths, trainer_settings, seed = lab.paths, lab.trainer, lab.run.training_seed
     L.seed_everything(seed, workers=True, verbose=False)
-    tok = load_tokenizer(cfg.paths.tokenizer)
-    data = PairsDataModule(cfg.paths.pairs, batch_size=device_batch_size(cfg), seed=seed,
-                           num_workers=cfg.runtime.loader_workers, length_grouped=length_grouped(cfg))
-    arch = architecture(model_architecture(cfg))
-    module = build_module(cfg, tok)
-    folder = RunFolder(cfg.paths.checkpoints, checkpoint_key(cfg))
+    tok = load_tokenizer(paths.tokenizer)
+    data = PairsDataModule(paths.pairs, batch_size=trainer_settings.device_batch_size(devices_found(lab)), seed=seed,
+                           num_workers=lab.runtime.loader_workers, length_grouped=trainer_settings.length_grouped)
+    arch = architecture(lab.model.architecture)
+    module = build_module(lab, arch, tok)
+    folder = RunFolder(paths.checkpoints, checkpoint_key(lab))
     if folder.resume:
         log.info("resuming from %s (step %d)", folder.resume, folder.resumed_step)
-    logger = open_run(cfg, folder)
+    logger = open_run(lab, folder)
     # Under DDP/FSDP every process runs this function; only the first writes files and talks to MLflow.
     zero = rank_zero_only.rank == 0
-    with (atomic_dir(cfg.paths.pretrain) if zero else _scratch_dir()) as tmp:
-        trainer = build_trainer(cfg, logger, root=tmp, checkpoints=folder.path)
+    with (atomic_dir(paths.pretrain) if zero else _scratch_dir()) as tmp:
+        trainer = build_trainer(lab, logger, root=tmp, checkpoints=folder.path)
         start = time.perf_counter()
         trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
         train_seconds = time.perf_counter() - start
@@ -76,128 +76,103 @@ def run(cfg: DictConfig) -> dict:
         trainer.save_checkpoint(tmp / "checkpoints" / "last.ckpt", weights_only=False)  # full state, to resume
         if not zero:
             return final
-        arch.save(module.model, tmp / "hf", Path(cfg.paths.tokenizer))  # unwraps torch.compile
+        arch.save(module.model, tmp / "hf", Path(paths.tokenizer))  # unwraps torch.compile
         write_json(tmp / "run.json", {"mlflow_run_id": logger.run_id})
-    metrics = {**final, "lm": metric_prefix(cfg.objective.lm), "steps": trainer.global_step, "train_seconds": round(train_seconds, 1),
-               "stopped_by": "max_steps" if trainer.global_step >= cfg.trainer.max_steps else "max_time",
-               "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id, **cost(cfg, module)}
-    record(cfg, logger, metrics, module.eval_set)
+    metrics = {**final, "lm": metric_prefix(lab.objective.lm), "steps": trainer.global_step,
+               "train_seconds": round(train_seconds, 1),
+               "stopped_by": "max_steps" if trainer.global_step >= trainer_settings.max_steps else "max_time",
+               "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id,
+               **cost(lab.pairs.max_seq_length, module)}
+    record(lab, logger, metrics, module.eval_set)
     folder.remove()
     return metrics
 
 
-def training_seed(cfg: DictConfig) -> int:
-    """The seed of this run's training randomness: ``seed``, plus ``pretrain_seed`` for a variant's further runs."""
-    return cfg.seed + (cfg.get("pretrain_seed") or 0)
+def devices_found(lab: Lab) -> int | None:
+    """The GPUs this machine has, where ``trainer.devices`` leaves the count to it (``auto``, -1); else None."""
+    if lab.trainer.devices_per_node() is None and torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return None
 
 
-def model_architecture(cfg: DictConfig) -> str:
-    """``model.architecture``: the one setting that decides the architecture (``objective.lm`` is one it trains)."""
-    return cfg.model.get("architecture", DEFAULT_ARCHITECTURE)
-
-
-def model_config(cfg: DictConfig, vocab_size: int) -> ModelConfig:
+def model_config(lab: Lab, arch: Architecture, vocab_size: int) -> ModelConfig:
     """The model to pretrain: the size preset, or the config of ``model.init_from``; the fields the objective
     decides (causal attention left to right, word2vec's kind) set by ``objective.lm``."""
-    init_from = cfg.model.get("init_from")
+    init_from, lm = lab.model.init_from, lab.objective.lm
     if init_from:
-        config = architecture(model_architecture(cfg)).read_config(Path(init_from))
+        config = arch.read_config(Path(init_from))
         if config.vocab_size != vocab_size:
             raise ConfigError(
                 f"model.init_from={init_from} has vocab_size={config.vocab_size}, but the tokenizer at "
                 f"paths.tokenizer has {vocab_size} tokens: expected the same vocabulary "
                 "(set tokenizer.from_folder to the same folder)")
-        return dataclasses.replace(config, **config.objective_fields(cfg.objective.lm))
-    return build_config(OmegaConf.to_container(cfg.model), vocab_size, cfg.objective.lm)
+        return dataclasses.replace(config, **config.objective_fields(lm))
+    return build_config(lab.model.values(), vocab_size, lm)
 
 
-def pretrain_setup(cfg: DictConfig, tok) -> PretrainSetup:
+def pretrain_setup(lab: Lab, tok) -> PretrainSetup:
     """The settings and inputs a pretraining module is built from, beside its model's config."""
-    return PretrainSetup(optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps,
-                         seed=training_seed(cfg), fused_optimizer=cfg.runtime.fused_optimizer,
-                         eval_set=EvalSet(cfg.paths.eval_set), special=special_ids(tok), vocab=vocab_list(tok),
-                         pairs=Path(cfg.paths.pairs), masking=MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp)
+    return PretrainSetup(optim=as_plain(lab.optim), max_steps=lab.trainer.max_steps, seed=lab.run.training_seed,
+                         fused_optimizer=lab.runtime.fused_optimizer, eval_set=EvalSet(lab.paths.eval_set),
+                         special=special_ids(tok), vocab=vocab_list(tok), pairs=Path(lab.paths.pairs),
+                         masking=MaskingConfig(**as_plain(lab.masking)), nsp=lab.objective.nsp)
 
 
-def build_module(cfg: DictConfig, tok) -> PretrainingModule:
-    """The LightningModule of ``model.architecture``, its weights freshly initialised (from the seed) or from
+def build_module(lab: Lab, arch: Architecture, tok) -> PretrainingModule:
+    """The LightningModule of ``arch``, its weights freshly initialised (from the seed) or from
     ``model.init_from``."""
-    arch = architecture(model_architecture(cfg))
-    module = arch.pretraining.from_setup(model_config(cfg, tok.get_vocab_size()), pretrain_setup(cfg, tok))
-    baseline = cfg.get("variant") in (None, BASELINE)
-    module.along = along_pretraining(ZeroShotSettings.read(cfg.zero_shot), arch, tok, baseline=baseline)
+    module = arch.pretraining.from_setup(model_config(lab, arch, tok.get_vocab_size()), pretrain_setup(lab, tok))
+    baseline = lab.run.variant in (None, BASELINE)
+    module.along = along_pretraining(lab.zero_shot, arch.scorer, tok, baseline=baseline)
     # the baseline along pretraining on part of the layout probe; the other rows at the end only
-    module.probe_along = EvalSetSettings.read(cfg.eval_set).layout.along_rows if baseline else 0
-    if cfg.model.get("init_from"):
-        module.model.load_state_dict(arch.load(Path(cfg.model.init_from)).state_dict())
-        log.info("starting from the weights in %s", cfg.model.init_from)
-    if cfg.runtime.compile:
+    module.probe_along = lab.eval_set.layout.along_rows if baseline else 0
+    if lab.model.init_from:
+        module.model.load_state_dict(arch.load(Path(lab.model.init_from)).state_dict())
+        log.info("starting from the weights in %s", lab.model.init_from)
+    if lab.runtime.compile:
         module.model = torch.compile(module.model)
     return module
 
 
-def checkpoint_key(cfg: DictConfig) -> str:
-    """The run's checkpoint folder name (``pipeline.pretrain.checkpoints.run_key``) for these settings."""
-    settings = {k: OmegaConf.to_container(cfg[k], resolve=True)
-                for k in ("objective", "model", "optim", "masking", "trainer")}
-    return run_key(settings, training_seed(cfg), cfg.paths.pairs, cfg.paths.tokenizer)
+def checkpoint_key(lab: Lab) -> str:
+    """The run's checkpoint folder name (``pipeline.pretrain.checkpoints.run_key``): a hash of the settings the
+    run records for these groups, its seed and its inputs."""
+    settings = {k: lab.resolved[k] for k in ("objective", "model", "optim", "masking", "trainer")}
+    return run_key(settings, lab.run.training_seed, lab.paths.pairs, lab.paths.tokenizer)
 
 
-def cost(cfg: DictConfig, module: PretrainingModule) -> dict:
+def cost(seq_length: int, module: PretrainingModule) -> dict:
     """The model's size and its training arithmetic: parameters (tied ones once), matmul FLOPs per token."""
-    flops = module.flops_per_token(int(cfg.pairs.max_seq_length))
+    flops = module.flops_per_token(int(seq_length))
     return {"parameters": sum(p.numel() for p in {id(p): p for p in module.model.parameters()}.values()),
             "train_flops_per_token": round(float(flops))}
 
 
-def world_size(cfg: DictConfig) -> int:
-    """Processes that train together: ``trainer.devices`` (a count, a list, or "auto") x ``trainer.num_nodes``."""
-    d = cfg.trainer.devices
-    if isinstance(d, str) and d == "auto":
-        d = torch.cuda.device_count() if cfg.trainer.accelerator in ("gpu", "cuda", "auto") and \
-            torch.cuda.is_available() else 1
-    per_node = len(d) if OmegaConf.is_list(d) or isinstance(d, (list, tuple)) else int(d)
-    return max(1, per_node) * int(cfg.trainer.num_nodes)
-
-
-def device_batch_size(cfg: DictConfig) -> int:
-    """Sequences per device per forward pass: the global ``trainer.batch_size`` split over devices and accumulation."""
-    parts = world_size(cfg) * cfg.trainer.accumulate_grad_batches
-    if cfg.trainer.batch_size % parts:
-        raise ConfigError(f"trainer.batch_size={cfg.trainer.batch_size} is not allowed: expected a multiple of "
-                          f"devices x nodes x accumulate_grad_batches = {parts}")
-    return cfg.trainer.batch_size // parts
-
-
-def length_grouped(cfg: DictConfig) -> bool:
-    return bool(cfg.trainer.get("length_grouped", False))
-
-
-def open_run(cfg: DictConfig, folder: RunFolder):
+def open_run(lab: Lab, folder: RunFolder):
     """The run's MLflow logger: a new run, or the one a resumed checkpoint was recording into."""
-    k = cfg.get("pretrain_seed") or 0
-    run = f"{cfg.get('variant') or 'baseline'}{f'-s{k}' if k else ''}"
-    run_name = f"pretrain-{run}-{cfg.model.name}-{cfg.objective.name}"
-    logger = mlflow_logger(cfg, run_name=run_name,
-                           tags=run_tags({"pairs": cfg.paths.pairs, "tokenizer": cfg.paths.tokenizer},
-                                         {"stage": "pretrain", "pretrain_seed": str(k)}), run_id=folder.run_id)
+    run_name = f"pretrain-{lab.run_name}-{lab.model.name}-{lab.objective.name}"
+    logger = mlflow_logger(lab, run_name=run_name,
+                           tags=run_tags({"pairs": lab.paths.pairs, "tokenizer": lab.paths.tokenizer},
+                                         {"stage": "pretrain", "pretrain_seed": str(lab.run.pretrain_seed)}),
+                           run_id=folder.run_id)
     if rank_zero_only.rank == 0:
         folder.remember_run(logger.run_id)
     return logger
 
 
-def build_trainer(cfg: DictConfig, logger, root: Path, checkpoints: Path) -> L.Trainer:
+def build_trainer(lab: Lab, logger, root: Path, checkpoints: Path) -> L.Trainer:
     """Lightning's Trainer for the configured budget, devices and precision, checkpointing into ``checkpoints``."""
-    t = cfg.trainer
+    t, runtime = lab.trainer, lab.runtime
     return L.Trainer(
-        max_steps=t.max_steps, max_time=t.get("max_time"), accelerator=t.accelerator, devices=t.devices,
-        strategy=t.strategy, num_nodes=t.num_nodes, precision=cfg.runtime.precision,
-        accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=cfg.optim.gradient_clip_val,
+        max_steps=t.max_steps, max_time=t.max_time, accelerator=t.accelerator,
+        devices=list(t.devices) if isinstance(t.devices, tuple) else t.devices,
+        strategy=t.strategy, num_nodes=t.num_nodes, precision=runtime.precision,
+        accumulate_grad_batches=t.accumulate_grad_batches, gradient_clip_val=lab.optim.gradient_clip_val,
         val_check_interval=t.val_check_interval, check_val_every_n_epoch=None, limit_val_batches=t.limit_val_batches,
         log_every_n_steps=t.log_every_n_steps, logger=logger, deterministic=True,
-        enable_progress_bar=cfg.runtime.progress, enable_model_summary=False, num_sanity_val_steps=0,
+        enable_progress_bar=runtime.progress, enable_model_summary=False, num_sanity_val_steps=0,
         default_root_dir=str(root), plugins=[AtomicCheckpointIO()],
-        use_distributed_sampler=not length_grouped(cfg),  # length-grouped batches split over processes themselves
+        use_distributed_sampler=not t.length_grouped,  # length-grouped batches split over processes themselves
         callbacks=[
             ModelCheckpoint(dirpath=checkpoints, save_top_k=0, save_last=True,
                             every_n_train_steps=t.checkpoint_every_n_steps),
@@ -205,22 +180,21 @@ def build_trainer(cfg: DictConfig, logger, root: Path, checkpoints: Path) -> L.T
                               length_fn=lambda b: int(b["attention_mask"].sum()),  # real tokens, padding excluded
                               separator="/"),
             # tqdm rather than rich: it also updates in logs and under `dvc repro` without a terminal.
-            *([TQDMProgressBar(refresh_rate=10)] if cfg.runtime.progress else []),
+            *([TQDMProgressBar(refresh_rate=10)] if runtime.progress else []),
         ],
     )
 
 
-def record(cfg: DictConfig, logger, metrics: dict, eval_set: EvalSet) -> None:
+def record(lab: Lab, logger, metrics: dict, eval_set: EvalSet) -> None:
     """``metrics/pretrain.json``, the curves for ``dvc plots``, the floors beside this kind of LM (``floor/<name>``:
     their accuracy at the fixed set's masked positions), and the export and metrics as MLflow artifacts."""
-    floors = eval_set.floors
-    run_id = logger.run_id
-    write_json(Path(cfg.paths.metrics) / "pretrain.json", metrics)
-    for name in FLOORS_OF[metric_prefix(cfg.objective.lm)]:
+    floors, run_id, paths = eval_set.floors, logger.run_id, lab.paths
+    write_json(Path(paths.metrics) / "pretrain.json", metrics)
+    for name in FLOORS_OF[metric_prefix(lab.objective.lm)]:
         logger.experiment.log_metric(run_id, f"floor/{name}", floors[name]["masked"])
-    write_curves(logger.experiment, run_id, Path(cfg.paths.plots), [c.name for c in eval_set.probe.cells])
-    if cfg.tracking.get("log_model", True):
-        logger.experiment.log_artifacts(run_id, str(Path(cfg.paths.pretrain) / "hf"), artifact_path="hf")
+    write_curves(logger.experiment, run_id, Path(paths.plots), [c.name for c in eval_set.probe.cells])
+    if lab.tracking.log_model:
+        logger.experiment.log_artifacts(run_id, str(Path(paths.pretrain) / "hf"), artifact_path="hf")
     logger.experiment.log_dict(run_id, metrics, "metrics/pretrain.json")
     logger.experiment.set_tag(run_id, "stopped_by", metrics["stopped_by"])
 

@@ -9,42 +9,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from pipeline.io import read_json
 from pipeline.report import grammar
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
 from pipeline.report.suites import add_suite, first_task
-from pipeline.settings import GridSettings, ReportSettings
+from pipeline.settings import Lab, as_plain
 from pipeline.tracking import check_tracking, record_grid, redact
 
 
-def run(cfg: DictConfig) -> dict:
-    check_tracking(cfg)
-    grid, confidence = GridSettings.read(cfg.grid), ReportSettings.read(cfg.report).confidence
-    runs = OmegaConf.to_container(cfg.runs, resolve=True)
-    suite = OmegaConf.to_container(cfg.suite, resolve=True) if cfg.get("suite") else None
+def run(lab: Lab) -> dict:
+    check_tracking(lab.tracking)
+    grid, confidence, paths = lab.grid, lab.report.confidence, lab.paths
+    runs = {name: as_plain(spec) for name, spec in lab.runs.items()}
+    suite = as_plain(lab.suite) if lab.suite else None
     families, modes = load_families(list(grid.families)), list(grid.finetune.modes)
     task = first_task(suite) if suite else None
-    eval_meta = read_json(Path(cfg.paths.eval_set) / "meta.json")  # the eval_set stage's sets and count-based floors
+    eval_meta = read_json(Path(paths.eval_set) / "meta.json")  # the eval_set stage's sets and count-based floors
     res = ablation_results(runs, grid.name, families, modes, confidence=confidence, task=task,
                            floors=eval_meta["floors"], eval_meta=eval_meta)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
-    floor = Path(cfg.paths.metrics) / "zero_shot_floor.json"
+    floor = Path(paths.metrics) / "zero_shot_floor.json"
     add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
     base = Path(runs[BASELINE]["metrics"])
     ft = base / "finetune.json" if task is None else base / "tasks" / task / "finetune.json"
-    write_report(res, corpus=read_json(Path(cfg.paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
-                 ft=read_json(ft), out=Path(cfg.paths.reports),
+    write_report(res, corpus=read_json(Path(paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
+                 ft=read_json(ft), out=Path(paths.reports),
                  lineage=[["grid", grid.name], ["code", "the git commit each MLflow run records (tag git_commit)"],
-                          ["MLflow tracking", redact(cfg.tracking.uri) if cfg.tracking.get("uri")
+                          ["MLflow tracking", redact(lab.tracking.uri) if lab.tracking.uri
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
-                 probe=read_json(probe) if (probe := Path(cfg.paths.metrics) / "probe.json").exists() else None)
-    record_grid(cfg, grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
-                Path(cfg.paths.reports))
+                 probe=read_json(probe) if (probe := Path(paths.metrics) / "probe.json").exists() else None)
+    record_grid(lab.tracking, grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
+                Path(paths.reports))
     return res
 
 

@@ -12,13 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
+from pipeline.architectures import architecture_of
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.errors import ConfigError, DataError
 from pipeline.io import read_json, write_json
-from pipeline.model.registry import architecture_of
-from pipeline.settings import RuntimeSettings, ZeroShotSettings
+from pipeline.settings import Lab, ZeroShotSettings
 from pipeline.tracking import log_to_run
 from pipeline.zero_shot.blimp import BlimpResult, load
 from pipeline.zero_shot.score import evaluate
@@ -34,7 +32,7 @@ PREFIX = "zero_shot"  # MLflow metric names: zero_shot/overall, zero_shot/field/
 def folder_scorer(folder: str | os.PathLike, *, pll: str = "token",
                   batch_size: int = 256) -> SentenceScorer | NoSentenceScore:
     """The scorer of any model folder the pretrain stage exports (or a Hugging Face BERT folder): its
-    architecture's (``pipeline.model.registry``, by config.json's ``model_type``) on its language model."""
+    architecture's (``pipeline.architectures``, by config.json's ``model_type``) on its language model."""
     folder = Path(folder)
     arch = architecture_of(folder)
     try:
@@ -57,11 +55,11 @@ def not_configured() -> dict[str, Any]:
     return {"configured": False, "reason": NOT_CONFIGURED, "scored": False, "overall": None}
 
 
-def configured(cfg: DictConfig, name: str) -> tuple[ZeroShotSettings, Path, dict[str, Any] | None]:
+def configured(lab: Lab, name: str) -> tuple[ZeroShotSettings, Path, dict[str, Any] | None]:
     """A zero_shot stage's settings, its output ``<metrics>/<name>.json``, and, without a BLiMP folder, the
     summary saying nothing was configured (already written to the output; else None)."""
-    settings = ZeroShotSettings.read(cfg.zero_shot)
-    out = Path(cfg.paths.metrics) / f"{name}.json"
+    settings = lab.zero_shot
+    out = Path(lab.paths.metrics) / f"{name}.json"
     if settings.data is not None:
         return settings, out, None
     log.info(NOT_CONFIGURED)
@@ -77,21 +75,20 @@ def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def run(cfg: DictConfig) -> dict:
+def run(lab: Lab) -> dict:
     """Score ``paths.pretrain``'s export on BLiMP under the ``zero_shot`` settings."""
-    settings, out, skipped = configured(cfg, "zero_shot")
+    settings, out, skipped = configured(lab, "zero_shot")
     if skipped is not None:
         return skipped
     start = time.perf_counter()
-    summary = score_folder(Path(cfg.paths.pretrain) / "hf", settings,
-                           progress=RuntimeSettings.read(cfg.runtime).progress).summary()
+    summary = score_folder(Path(lab.paths.pretrain) / "hf", settings, progress=lab.runtime.progress).summary()
     summary.update(configured=True, pairs_per_paradigm=settings.pairs,
                    seconds=round(time.perf_counter() - start, 1))
     if summary["scored"]:
         log.info("zero_shot: %.1f%% overall (mean over %d paradigms; %d pairs left out as too long) in %.0f s",
                  100 * summary["overall"], len(summary["paradigm"]), summary["excluded_total"], summary["seconds"])
-        run_id = read_json(Path(cfg.paths.pretrain) / "run.json").get("mlflow_run_id")
+        run_id = read_json(Path(lab.paths.pretrain) / "run.json").get("mlflow_run_id")
         if run_id:
-            log_to_run(cfg, run_id, mlflow_metrics(summary))
+            log_to_run(lab.tracking, run_id, mlflow_metrics(summary))
     write_json(out, summary)
     return summary

@@ -1,10 +1,13 @@
-"""The lineage's architectures, each registered once: what the pipeline asks whenever a model's kind matters.
+"""The lineage's architectures, each registered once: what a stage asks whenever a model's kind matters.
 
+It sits above every floor whose parts it names (``pipeline.model``, ``pipeline.pretrain``,
+``pipeline.zero_shot``) and below the stages (``pipeline.stages``), which resolve an architecture once --
+from ``model.architecture`` or from an export's config.json -- and hand its parts down.
 One line of ``ARCHITECTURES`` per architecture names its parts:
 
 * ``config`` -- its hyperparameters and their checks (``pipeline.model_config``): its name
   (``model.architecture``, the one setting that decides it), the objectives it trains
-  (``objective.lm``) and the prefix of their metrics;
+  (``objective.lm``), the prefix of their metrics and the names the report gives them;
 * ``network`` -- what pretraining trains and the export holds; its ``layer_states`` are
   what downstream tasks read (``pipeline.model.downstream``);
 * ``pretraining`` -- its LightningModule (``pipeline.pretrain``), built by ``from_setup``;
@@ -17,7 +20,8 @@ One line of ``ARCHITECTURES`` per architecture names its parts:
   task model, fine-tuned or from scratch (the export's own ``model_type`` says which
   architecture a folder holds); its ``language_model`` is the network with the LM head a scorer needs.
 
-Adding an architecture: its config class, its network, pretraining module and scorer, and one line here.
+Adding an architecture: its config class, network, pretraining module and scorer in their floors, and one
+line here (docs/pipeline.md, "Adding an architecture").
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from typing import Callable, Protocol
 from torch import nn
 
 from pipeline.errors import DataError
+from pipeline.finetune.encoders import Export
 from pipeline.model.bert import BertForPreTraining
 from pipeline.model_config import BertConfig, ElmoConfig, ModelConfig, StaticConfig, config_class
 from pipeline.model.elmo import ElmoLM
@@ -122,3 +127,8 @@ def architecture_of(folder: str | os.PathLike) -> Architecture:
         raise DataError(f"{Path(folder) / 'config.json'}: model_type={kind!r}: expected one of "
                         f"{', '.join(a.model_type for a in ARCHITECTURES.values())}")
     return found
+
+
+def open_export(folder: str | os.PathLike) -> Export:
+    """An export folder with the downstream parts of its architecture (``architecture_of``)."""
+    return Export(Path(folder), architecture_of(folder))

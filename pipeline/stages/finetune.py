@@ -22,8 +22,8 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 from mlflow.entities import Metric
-from omegaconf import DictConfig
 
+from pipeline.architectures import open_export
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.errors import DataError
 from pipeline.finetune.modes import feature_set, is_frozen
@@ -34,41 +34,41 @@ from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Recipe, Runner, summarize
 from pipeline.io import read_json, write_json
 from pipeline.names import CLASSICAL
-from pipeline.settings import SuiteSettings
+from pipeline.settings import Lab
 from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
 
 log = logging.getLogger(__name__)
 RUNNERS: dict[str, type[Runner]] = {r.kind: r for r in (SentenceRunner, TokenRunner, SpanRunner)}
 
 
-def run(cfg: DictConfig) -> dict:
-    """Run every configured mode and seed on ``cfg.task``; write ``metrics/finetune.json``."""
-    check_tracking(cfg)  # before any compute
-    if cfg.get("suite") is not None:
-        check_columns(SuiteSettings.read(cfg.suite))
-    export_dir, pretrain_run = start(cfg)
-    task = instantiate(cfg.task.data)
-    runner = RUNNERS[task.kind](recipe(cfg), task, load_tokenizer(export_dir), export_dir)
+def run(lab: Lab) -> dict:
+    """Run every configured mode and seed on ``task``; write ``metrics/finetune.json``."""
+    check_tracking(lab.tracking)  # before any compute
+    if lab.suite is not None:
+        check_columns(lab.suite)
+    export_dir, pretrain_run = start(lab)
+    task = instantiate(lab.task.data, _convert_="all")
+    runner = RUNNERS[task.kind](recipe(lab), task, load_tokenizer(export_dir), open_export(export_dir))
     # Hashed once: every (mode, seed) run starts from the same export.
-    k = cfg.get("pretrain_seed") or 0
+    k = lab.run.pretrain_seed
     input_tags = run_tags({"pretrained": export_dir}, {"stage": "finetune", "task": task.name,
                                                       "pretrain_run_id": pretrain_run, "pretrain_seed": str(k)})
-    known = known_run(cfg, pretrain_run)  # in this tracking store: the stage's run nests under it
-    parent = open_run(cfg, task.name, None, None, {**input_tags, **({PARENT: pretrain_run} if known else {})})
+    known = known_run(lab.tracking, pretrain_run)  # in this tracking store: the stage's run nests under it
+    parent = open_run(lab, task.name, None, None, {**input_tags, **({PARENT: pretrain_run} if known else {})})
     input_tags = {**input_tags, PARENT: parent.run_id}
     results: dict[str, dict] = {}
-    for mode in cfg.finetune.modes:
+    for mode in lab.finetune.modes:
         started = time.perf_counter()
         if mode == CLASSICAL:  # deterministic: one run
             scores = runner.classical()
-            logger = open_run(cfg, task.name, mode, 0, input_tags)
+            logger = open_run(lab, task.name, mode, 0, input_tags)
             logger.log_metrics({f"val/{k}": v for k, v in scores.items() if isinstance(v, (int, float))}, step=0)
             logger.finalize("success")
             runs = [{"seed": 0, "pretrain_seed": k, **scores, "mlflow_run_id": logger.run_id}]
         else:
             runs = []
-            for seed in cfg.finetune.seeds:
-                logger = open_run(cfg, task.name, mode, seed, input_tags)
+            for seed in lab.finetune.seeds:
+                logger = open_run(lab, task.name, mode, seed, input_tags)
                 result = runner.frozen(feature_set(mode), seed, logger) if is_frozen(mode) else \
                     runner.fine_tune(mode, seed, logger)
                 runs.append({**result, "pretrain_seed": k, "mlflow_run_id": logger.run_id})
@@ -83,7 +83,7 @@ def run(cfg: DictConfig) -> dict:
     parent.finalize("success")
     if known:
         log_downstream(parent, pretrain_run, task.name, summary)
-    write_outputs(Path(cfg.paths.metrics), metrics, runner.outputs())
+    write_outputs(Path(lab.paths.metrics), metrics, runner.outputs())
     return metrics
 
 
@@ -102,35 +102,35 @@ def log_downstream(logger, pretrain_run: str, task: str, summary: dict[str, floa
                                                        for k, v in summary.items()])
 
 
-def start(cfg: DictConfig) -> tuple[Path, str]:
+def start(lab: Lab) -> tuple[Path, str]:
     """The export every run starts from and the pretrain run that made it (``finetune.init_from`` or the stage's)."""
-    if cfg.finetune.get("init_from"):
+    if lab.finetune.init_from:
         # Any Hugging Face-format BERT folder (weights, config.json, tokenizer files).
-        export_dir = Path(cfg.finetune.init_from)
+        export_dir = Path(lab.finetune.init_from)
         if not (export_dir / "config.json").is_file():
             raise DataError(f"finetune.init_from={export_dir}: no config.json there (expected a BERT folder)")
         return export_dir, f"external:{export_dir}"
-    return Path(cfg.paths.pretrain) / "hf", read_json(Path(cfg.paths.pretrain) / "run.json")["mlflow_run_id"]
+    return Path(lab.paths.pretrain) / "hf", read_json(Path(lab.paths.pretrain) / "run.json")["mlflow_run_id"]
 
 
-def recipe(cfg: DictConfig) -> Recipe:
-    ft = cfg.finetune
+def recipe(lab: Lab) -> Recipe:
+    ft, runtime = lab.finetune, lab.runtime
     return Recipe(seeds=tuple(ft.seeds), epochs=ft.epochs, feature_epochs=ft.feature_epochs, batch_size=ft.batch_size,
                   lr=ft.lr, feature_lr=ft.feature_lr, weight_decay=ft.weight_decay, warmup_ratio=ft.warmup_ratio,
                   betas=tuple(ft.betas), eps=ft.eps, gradient_clip_val=ft.gradient_clip_val,
                   eval_batch_size=ft.eval_batch_size, feature_eval_batch_size=ft.feature_eval_batch_size,
-                  eval_every_epoch=ft.eval_every_epoch, max_seq_length=cfg.task.max_seq_length,
-                  accelerator=cfg.trainer.accelerator, precision=cfg.runtime.precision,
-                  progress=cfg.runtime.progress, fused_optimizer=cfg.runtime.fused_optimizer)
+                  eval_every_epoch=ft.eval_every_epoch, max_seq_length=lab.task.max_seq_length,
+                  accelerator=lab.trainer.accelerator, precision=runtime.precision,
+                  progress=runtime.progress, fused_optimizer=runtime.fused_optimizer)
 
 
-def open_run(cfg: DictConfig, task: str, mode: str | None, seed: int | None, input_tags: dict[str, str]):
+def open_run(lab: Lab, task: str, mode: str | None, seed: int | None, input_tags: dict[str, str]):
     """The MLflow run of one (mode, seed), or with ``mode`` None the stage's run, under the pretrain run."""
-    k = cfg.get("pretrain_seed") or 0
-    run_name = f"finetune-{cfg.get('variant') or 'baseline'}{f'-p{k}' if k else ''}-{task}"
+    k = lab.run.pretrain_seed
+    run_name = f"finetune-{lab.run.variant or 'baseline'}{f'-p{k}' if k else ''}-{task}"
     if mode is None:
-        return mlflow_logger(cfg, run_name=run_name, tags={**input_tags, "kind": "summary"})
-    logger = mlflow_logger(cfg, run_name=f"{run_name}-{mode}-s{seed}",
+        return mlflow_logger(lab, run_name=run_name, tags={**input_tags, "kind": "summary"})
+    logger = mlflow_logger(lab, run_name=f"{run_name}-{mode}-s{seed}",
                            tags={**input_tags, "mode": mode, "seed": str(seed)})
     logger.log_hyperparams({"finetune.mode": mode, "finetune.seed": seed})
     return logger
