@@ -96,10 +96,11 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
             **({"fixed/nsp_acc": 0.50 + fixed_acc / 10} if lm == "mlm" else {})}
 
 
-def _ci_report_config(root: Path):
-    """grid=ci's settings with every output under ``root``; the corpus's metrics and the floors written there."""
+def _ci_report_config(root: Path, *overrides: str):
+    """grid=ci's settings (and ``overrides``) with every output under ``root``; the corpus's metrics and the floors
+    written there."""
     m = root / "metrics"
-    cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
+    cfg = compose([*CI, *overrides, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
                    f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
                    f"paths.eval_set={root / 'eval_set'}"])
@@ -642,3 +643,175 @@ def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("BERT_LAB_REQUIRE_BROWSER")
     with pytest.raises(pytest.skip.Exception, match="Chromium's driver is not installed"):
         chromedriver()
+
+
+# The key structure of ablations.json (summary.json is its "summary"): each mapping's path (a list's items as
+# "[]") and its keys, names that come from the grid as placeholders (<run>, <cell>, ...), and key sets that recur
+# by name.
+COMPARISON = "borderline confidence df diff high low n_finetune n_pretrain p seeds_needed test verdict"
+INTERVAL = "high low mean std units"
+SCORE = f"{INTERVAL} groups mlflow_run_ids n_finetune n_pretrain"
+CROSSING = "crossed flops runs seconds step tokens"
+FLOOR = "accuracy label name short view"
+PRETRAIN = ("fixed_acc fixed_loss fixed_replaced fixed_unchanged fixed_units lm mlflow_run_id mlflow_run_ids "
+            "parameters plots runs steps train_flops_per_token train_seconds val_lm_acc val_loss val_perplexity")
+SUITE_CELLS = " ".join(f"{t}/primary_accuracy_{k}" for t in ("mnli_m", "mrpc", "sst2") for k in ("high", "low", "mean",
+                                                                                                "vs_p"))
+SUMMARY_ROW = ("blimp_overall fixed_acc fixed_nsp_acc frozen_weighted_accuracy layout layout_mean layout_min "
+               "mnli_m/pretrained_accuracy mrpc/pretrained_accuracy pretrained_accuracy scratch_accuracy "
+               "sst2/pretrained_accuracy tfidf_accuracy val_ltr_acc val_mlm_acc")
+TABLE_ROW = (f"{SUITE_CELLS} frozen_weighted_high frozen_weighted_low frozen_weighted_mean frozen_weighted_n_finetune "
+             "frozen_weighted_n_pretrain pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
+             "pretrained_n_pretrain vs_diff vs_high vs_low vs_p")
+ABLATIONS_KEYS = {
+    "": "families findings grid intrinsic layout method metric nsp runs suite summary table task variant_modes "
+        "zero_shot",
+    "families[]": "classical first_generation floors kind name note paper question reference_row rows title",
+    "families[].classical": SCORE,
+    "families[].floors[]": FLOOR,
+    "families[].paper[]": "columns rows source",
+    "families[].paper[].rows": "<paper-row>",
+    "families[].rows[]": "crossings fixed fixed_kinds kind label name paper paper_row pretrain primary ran scores vs "
+                         "vs_fixed vs_fixed_row vs_floors vs_row",
+    "families[].rows[].crossings": "<floor>",
+    "families[].rows[].crossings.<floor>": CROSSING,
+    "families[].rows[].fixed": INTERVAL,
+    "families[].rows[].fixed_kinds": "loss replaced unchanged",
+    "families[].rows[].paper": "<paper-column>",
+    "families[].rows[].pretrain": f"{PRETRAIN} plots_all",
+    "families[].rows[].primary": SCORE,
+    "families[].rows[].scores": "<mode>",
+    "families[].rows[].scores.<mode>": SCORE,
+    "families[].rows[].vs": COMPARISON,
+    "families[].rows[].vs_fixed": COMPARISON,
+    "families[].rows[].vs_floors": "<floor>",
+    "families[].rows[].vs_floors.<floor>": COMPARISON,
+    "intrinsic": "bigram built crossings fixed floors learned lm vs_floors",
+    "intrinsic.built": "actual_next first_sep length sequences settings tokens",
+    "intrinsic.built.first_sep": "p10 p50 p90",
+    "intrinsic.built.length": "p10 p50 p90",
+    "intrinsic.built.settings": "max_seq_length short_seq_prob",
+    "intrinsic.crossings": "<floor>",
+    "intrinsic.crossings.<floor>": CROSSING,
+    "intrinsic.fixed": INTERVAL,
+    "intrinsic.floors[]": FLOOR,
+    "intrinsic.vs_floors": "<floor>",
+    "intrinsic.vs_floors.<floor>": COMPARISON,
+    "layout": "along baseline_reads cells floors rows settings",
+    "layout.along[]": "cells rows runs step tokens",
+    "layout.along[].cells": "<cell>",
+    "layout.along[].cells.<cell>": "high low mean",
+    "layout.cells[]": "label layout length name rows where",
+    "layout.floors[]": "cells label name short",
+    "layout.floors[].cells": "<cell>",
+    "layout.rows[]": "cells floors label lm runs variant",
+    "layout.rows[].cells": "<cell>",
+    "layout.rows[].cells.<cell>": f"{INTERVAL} vs_floors",
+    "layout.rows[].cells.<cell>.vs_floors": "<floor>",
+    "layout.rows[].cells.<cell>.vs_floors.<floor>": COMPARISON,
+    "layout.settings": "lengths rows",
+    "method": "confidence false_positive_rate finetune_seeds power_at_observed pretraining_runs sd_finetune "
+              "sd_pretrain smallest_detectable",
+    "method.power_at_observed": "<difference>",
+    "method.pretraining_runs": "<run>",
+    "nsp": "accuracy actual_next base_rate vs_base",
+    "nsp.accuracy": INTERVAL,
+    "nsp.vs_base": COMPARISON,
+    "runs": "<run>",
+    "runs.<run>": "finetune_runs pretrain pretrain_seed variant",
+    "runs.<run>.finetune_runs": "<mode>",
+    "runs.<run>.pretrain": PRETRAIN,
+    "suite": "columns families name",
+    "suite.columns[]": "comparable dev_examples label metric mode paper task task_name train_examples unit",
+    "suite.families[]": "classical name reference_row rows title",
+    "suite.families[].rows[]": "cells label name ran",
+    "suite.families[].rows[].cells[]": "high low mean n_finetune n_pretrain paper ran vs vs_row",
+    "suite.families[].rows[].cells[].vs": COMPARISON,
+    "summary": "<run> floors",
+    "summary.<run>": SUMMARY_ROW,
+    "summary.<run>.layout": "<cell>",
+    "summary.floors": "<floor> blimp_ngram layout nsp_base_rate",
+    "summary.floors.layout": "<floor>",
+    "summary.floors.layout.<floor>": "<cell>",
+    "table": "features nsp objective pretraining",
+    "table.features": "<mode>",
+    "table.features.<mode>": TABLE_ROW,
+    "table.nsp": "<run>",
+    "table.nsp.<run>": f"{TABLE_ROW} fixed_high fixed_low fixed_mean fixed_vs_diff fixed_vs_high fixed_vs_low "
+                       "fixed_vs_p",
+    "table.objective": "<run>",
+    "table.objective.<run>": f"{TABLE_ROW} fixed_high fixed_low fixed_mean fixed_vs_diff fixed_vs_high "
+                             "fixed_vs_low fixed_vs_p",
+    "table.pretraining": "<mode>",
+    "table.pretraining.<mode>": f"{SUITE_CELLS} pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
+                                "pretrained_n_pretrain scratch_high scratch_low scratch_mean scratch_n_finetune "
+                                "scratch_n_pretrain vs_diff vs_high vs_low vs_p",
+    "zero_shot": "along families floor mean paper per_run published scored",
+    "zero_shot.along": "blimp_above_chance fixed_crossed fixed_floors points runs",
+    "zero_shot.along.fixed_crossed": "<floor>",
+    "zero_shot.along.fixed_floors[]": FLOOR,
+    "zero_shot.along.points[]": "blimp fixed step tokens",
+    "zero_shot.along.points[].blimp": INTERVAL,
+    "zero_shot.families[]": "name reference_row rows title",
+    "zero_shot.families[].rows[]": "excluded label method name overall pairs phenomenon vs vs_floor vs_row",
+    "zero_shot.families[].rows[].overall": INTERVAL,
+    "zero_shot.families[].rows[].phenomenon": "<phenomenon>",
+    "zero_shot.families[].rows[].phenomenon.<phenomenon>": INTERVAL,
+    "zero_shot.families[].rows[].vs": COMPARISON,
+    "zero_shot.families[].rows[].vs_floor": COMPARISON,
+    "zero_shot.floor": "excluded_total field order overall phenomenon",
+    "zero_shot.floor.field": "syntax",
+    "zero_shot.floor.phenomenon": "<phenomenon>",
+    "zero_shot.mean": "<run>",
+    "zero_shot.paper": "5-gram GPT-2 LSTM Transformer-XL human",
+    "zero_shot.per_run": "<run>",
+}
+# names that come from the grid, and the mappings whose keys are data (the paper's rows and columns, differences)
+NAMES = {**{run: "<run>" for run in SCORES}, **{c["name"]: "<cell>" for c in CELLS}, **{f: "<floor>" for f in FLOORS},
+         **{m: "<mode>" for m in ("pretrained", "scratch", "tfidf", "frozen_weighted")},
+         **{p: "<phenomenon>" for p in PHENOMENA}}
+DATA_KEYS = {"families[].paper[].rows": "<paper-row>", "families[].rows[].paper": "<paper-column>",
+             "method.power_at_observed": "<difference>"}
+
+
+def _key_tree(data, path: str = "", tree: dict | None = None) -> dict[str, str]:
+    """Each mapping of a JSON document: its path (a list's items as ``[]``) -> its keys, sorted, space-separated;
+    the keys of every mapping at one path merged."""
+    tree = {} if tree is None else tree
+    if isinstance(data, dict):
+        keys = {DATA_KEYS.get(path) or NAMES.get(k, k) for k in data}
+        tree[path] = " ".join(sorted(keys | set(tree.get(path, "").split())))
+        for key, value in data.items():
+            name = DATA_KEYS.get(path) or NAMES.get(key, key)
+            _key_tree(value, f"{path}.{name}" if path else name, tree)
+    elif isinstance(data, list):
+        for value in data:
+            _key_tree(value, f"{path}[]", tree)
+    return tree
+
+
+def test_summary_and_ablations_keep_their_keys(tmp_path):
+    """summary.json and ablations.json are read by users' scripts: the full set of key paths of a report with
+    every section (the floors, the layout probe, NSP, four families, a suite, BLiMP along pretraining) is pinned."""
+    m = tmp_path / "metrics"
+    cfg = _ci_report_config(tmp_path, "suite=table6")
+    names = {"mnli_m": ("MNLI-m", ["accuracy"]), "mrpc": ("MRPC", ["f1", "accuracy"]), "sst2": ("SST-2", ["accuracy"])}
+    for name, run in cfg.runs.items():
+        lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.16)
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc, acc + 0.01 * run.pretrain_seed))
+        write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
+        for task, (label, metrics) in names.items():
+            scores = {k: v for k, v in SCORES[name].items() if k in cfg.finetunes[f"{name}-{task}"].modes}
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json",
+                       _suite_finetune(label, metrics, scores, run.pretrain_seed))
+        if run.variant == "baseline":  # BLiMP along pretraining
+            fixed = Path(run.plots, "pretrain_fixed.csv")
+            lines = fixed.read_text().splitlines()
+            fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{0.5 + 0.04 * i + 0.01 * run.pretrain_seed}"
+                                                               for i, line in enumerate(lines[1:]))]) + "\n")
+    write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
+    build_report(cfg)
+    ablations = json.loads((tmp_path / "reports" / "ablations.json").read_text())
+    assert json.loads((tmp_path / "reports" / "summary.json").read_text()) == ablations["summary"]
+    expected = {path: " ".join(sorted(keys.split())) for path, keys in ABLATIONS_KEYS.items()}
+    assert _key_tree(ablations) == expected
