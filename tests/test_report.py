@@ -13,6 +13,7 @@ from conftest import chromedriver
 from pipeline.config import compose
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
+from pipeline.report.model import Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
 from pipeline.report.render import method_text
 from pipeline.report.run import run as build_report
 
@@ -125,41 +126,40 @@ def report(tmp_path_factory):
 def test_the_baseline_against_its_floors_opens_the_report(report):
     """Fixed-set accuracies 0.16 and 0.17 (two runs): above the majority floor (0.07), below the bigram (0.20)."""
     folder, res = report
-    it = res["intrinsic"]
-    assert it["fixed"]["mean"] == pytest.approx(0.165) and it["fixed"]["units"] == [0.16, 0.17]
-    assert [f["name"] for f in it["floors"]] == ["majority", "left", "left_right"]
+    it = res.intrinsic
+    assert it.fixed.mean == pytest.approx(0.165) and it.fixed.units == [0.16, 0.17]
+    assert [f.name for f in it.floors] == ["majority", "left", "left_right"]
     # two runs: one degree of freedom, so 3.5 points below the bigram floor is not yet a verdict
-    assert it["vs_floors"]["majority"]["verdict"] == "better" and it["vs_floors"]["left"]["verdict"] == "inconclusive"
-    assert it["vs_floors"]["left"]["test"].startswith("one-sample t-test") and not it["learned"]
+    assert it.vs_floors["majority"].verdict == "better" and it.vs_floors["left"].verdict == "inconclusive"
+    assert it.vs_floors["left"].test.startswith("one-sample t-test") and not it.learned
     # the curve rises linearly to the final accuracy: the majority floor falls between steps 25 and 50
-    c = it["crossings"]["majority"]
-    assert c["crossed"] == 2 and c["step"] == pytest.approx((43.75 + 100 * 0.07 / 0.17) / 2, abs=1e-3)
-    assert c["tokens"] == pytest.approx(1000 * c["step"], rel=1e-4) and c["seconds"] == pytest.approx(c["step"] / 10, rel=1e-3)
-    assert it["crossings"]["left"] == {"runs": 2, "crossed": 0, "step": None, "tokens": None, "seconds": None,
-                                       "flops": None}
+    c = it.crossings["majority"]
+    assert c.crossed == 2 and c.step == pytest.approx((43.75 + 100 * 0.07 / 0.17) / 2, abs=1e-3)
+    assert c.tokens == pytest.approx(1000 * c.step, rel=1e-4) and c.seconds == pytest.approx(c.step / 10, rel=1e-3)
+    assert it.crossings["left"] == Crossing(runs=2, crossed=0, step=None, tokens=None, seconds=None, flops=None)
     md = (folder / "report.md").read_text()
     assert md.index("Has the baseline learned language?") < md.index("## Findings")
-    assert "The baseline does not beat the bigram floor" in res["findings"][1]
+    assert "The baseline does not beat the bigram floor" in res.findings[1]
     assert "Warning: at 100 steps the baseline is not above the bigram floor" in md
-    assert res["summary"]["floors"]["left"] == 0.20 and res["summary"]["baseline"]["fixed_acc"] == pytest.approx(0.165)
+    assert res.summary["floors"]["left"] == 0.20 and res.summary["baseline"]["fixed_acc"] == pytest.approx(0.165)
 
 
 def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(report):
     """Baseline runs at 0.26 and 0.27 in every cell but pair_B (0.19, 0.20): clear of the bigram floor (0.20) in
     seven cells, not in the eighth; the report says which, and summary.json and the figure carry it."""
     folder, res = report
-    probe = res["layout"]
+    probe = res.layout
     assert [c["name"] for c in probe["cells"]] == [c["name"] for c in CELLS]
     base = probe["rows"][0]
     assert base["variant"] == "baseline" and base["runs"] == 2 and base["floors"] == ["majority", "left", "left_right"]
-    assert base["cells"]["single128_late"]["mean"] == pytest.approx(0.265)
-    assert base["cells"]["single128_late"]["vs_floors"]["left"]["verdict"] == "better"
-    assert base["cells"]["pair_B"]["vs_floors"]["left"]["verdict"] != "better" and probe["baseline_reads"] is False
+    assert base["cells"]["single128_late"].mean == pytest.approx(0.265)
+    assert base["cells"]["single128_late"].vs_floors["left"].verdict == "better"
+    assert base["cells"]["pair_B"].vs_floors["left"].verdict != "better" and probe["baseline_reads"] is False
     ltr = next(r for r in probe["rows"] if r["variant"] == "ltr")   # its own kind's floors: the clean left context
     assert ltr["floors"] == ["majority", "clean_left", "clean_left2"]
     assert "not clear of the bigram floor in 1 of 8 cells (sentence pair, in B): it reads some layouts" in \
-        " ".join(res["findings"])
-    summary = res["summary"]
+        " ".join(res.findings)
+    summary = res.summary
     assert summary["baseline"]["layout"]["pair_B"] == pytest.approx(0.195)
     assert summary["baseline"]["layout_min"] == pytest.approx(0.195)
     assert summary["floors"]["layout"]["left"]["single16_early"] == 0.20
@@ -176,35 +176,35 @@ def test_nsp_is_read_against_its_base_rate(report):
     """The fixed set's pairs with the actual next B 45% of the time: always guessing "random" scores 55%; the
     baseline's NSP accuracy (0.516, 0.517) is below it."""
     _, res = report
-    nsp = res["nsp"]
-    assert nsp["actual_next"] == pytest.approx(0.45) and nsp["base_rate"] == pytest.approx(0.55)
-    assert nsp["accuracy"]["mean"] == pytest.approx(0.5165) and nsp["vs_base"]["verdict"] == "worse"
-    assert res["summary"]["floors"]["nsp_base_rate"] == pytest.approx(0.55)
+    nsp = res.nsp
+    assert nsp.actual_next == pytest.approx(0.45) and nsp.base_rate == pytest.approx(0.55)
+    assert nsp.accuracy.mean == pytest.approx(0.5165) and nsp.vs_base.verdict == "worse"
+    assert res.summary["floors"]["nsp_base_rate"] == pytest.approx(0.55)
     assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0% of the fixed set's")
-               for f in res["findings"])
+               for f in res.findings)
 
 
 def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):
     _, res = report
-    objective = next(f for f in res["families"] if f["name"] == "objective")
-    rows = {r["name"]: r for r in objective["rows"]}
+    objective = next(f for f in res.families if f.name == "objective")
+    rows = {r.name: r for r in objective.rows}
     ltr = rows["ltr"]
-    assert ltr["fixed"]["units"] == [0.25, 0.26] and ltr["vs_fixed"]["verdict"] == "better"
-    assert ltr["vs_fixed"]["diff"] == pytest.approx(0.09) and ltr["vs_fixed"]["test"].startswith("t-test on per-")
+    assert ltr.fixed.units == [0.25, 0.26] and ltr.vs_fixed.verdict == "better"
+    assert ltr.vs_fixed.diff == pytest.approx(0.09) and ltr.vs_fixed.test.startswith("t-test on per-")
     # each kind of LM against its own floors: the left-to-right LM's read the clean left context
-    assert set(ltr["vs_floors"]) == {"majority", "clean_left", "clean_left2"}
-    assert ltr["vs_floors"]["majority"]["verdict"] == "better"
-    assert ltr["vs_floors"]["clean_left"]["diff"] == pytest.approx(0.255 - 0.22)
-    assert [f["name"] for f in objective["floors"]] == ["majority", "left", "left_right", "clean_left", "clean_left2"]
-    assert res["table"]["objective"]["ltr"]["fixed_vs_p"] < 0.05
-    lineage = next((f for f in res["families"] if f["name"] == "lineage"), None)
+    assert set(ltr.vs_floors) == {"majority", "clean_left", "clean_left2"}
+    assert ltr.vs_floors["majority"].verdict == "better"
+    assert ltr.vs_floors["clean_left"].diff == pytest.approx(0.255 - 0.22)
+    assert [f.name for f in objective.floors] == ["majority", "left", "left_right", "clean_left", "clean_left2"]
+    assert res.table["objective"]["ltr"]["fixed_vs_p"] < 0.05
+    lineage = next((f for f in res.families if f.name == "lineage"), None)
     assert lineage is None  # not in this grid
 
 
 def test_families_rows_and_tested_comparisons(report):
     out, res = report
     saved = json.loads((out / "ablations.json").read_text())
-    assert saved == json.loads(json.dumps(res))
+    assert saved == json.loads(json.dumps(to_json(res)))
     fams = {f["name"]: f for f in saved["families"]}
     assert list(fams) == ["pretraining", "features", "nsp", "objective"]
     objective = {r["label"]: r for r in fams["objective"]["rows"]}
@@ -236,7 +236,7 @@ def test_families_rows_and_tested_comparisons(report):
 
 def test_findings_are_generated_from_the_numbers(report):
     _, res = report
-    text = "\n".join(res["findings"])
+    text = "\n".join(res.findings)
     assert ("Pretraining objective: LTR, no NSP is 5.5 points below MLM + NSP on bible_sections dev accuracy "
             "(55.5 vs 61.0; worse (borderline): 95% interval −10.3 to −0.7, p = 0.039)") in text
     assert "the paper found it worse by 2.3 (MNLI-m dev accuracy 82.1 vs 84.4); the same direction here." in text
@@ -260,7 +260,7 @@ def test_a_comparison_with_one_pretraining_run_per_side_is_never_a_verdict(tmp_p
 
     res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["nsp", "objective"]),
                            ["pretrained", "frozen_weighted"])
-    verdicts = [r["vs"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs")]
+    verdicts = [r.vs.verdict for f in res.families for r in f.rows if r.vs]
     assert verdicts and set(verdicts) == {"inconclusive (one run each)"}
 
 
@@ -298,34 +298,34 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
             write_json(f"{run.metrics}/tasks/{task}/finetune.json", _suite_finetune(label, metrics, scores,
                                                                                   run.pretrain_seed))
     res = build_report(cfg)
-    suite = res["suite"]
+    suite = res.suite
     assert [c["label"] for c in suite["columns"]] == ["MNLI-m accuracy", "MRPC accuracy", "SST-2 accuracy"]
     assert [c["paper"] for c in suite["columns"]] == ["MNLI-m dev accuracy", "MRPC dev accuracy",
                                                       "SST-2 dev accuracy"]
     objective = {r["name"]: r for r in next(f for f in suite["families"] if f["name"] == "objective")["rows"]}
     ltr = objective["ltr"]["cells"]
-    assert [c["vs"]["verdict"] for c in ltr] == ["inconclusive", "worse", "inconclusive"]
+    assert [c.vs.verdict for c in ltr] == ["inconclusive", "worse", "inconclusive"]
     # MRPC's column reads its accuracy (0.01 below its f1 in these files), not the task's headline f1
-    assert ltr[1]["mean"] == pytest.approx(0.61 - 0.10 - 0.01) and ltr[1]["vs"]["diff"] == pytest.approx(-0.10)
-    assert ltr[2]["vs"]["diff"] == pytest.approx(0.0)
-    assert [c["paper"] for c in ltr] == [82.1, 77.5, 92.1]
-    assert [c["paper"] for c in objective["baseline"]["cells"]] == [84.4, 86.7, 92.7]
-    assert objective["baseline"]["cells"][0]["vs"] is None and not objective["nsp_off"]["ran"]
+    assert ltr[1].mean == pytest.approx(0.61 - 0.10 - 0.01) and ltr[1].vs.diff == pytest.approx(-0.10)
+    assert ltr[2].vs.diff == pytest.approx(0.0)
+    assert [c.paper for c in ltr] == [82.1, 77.5, 92.1]
+    assert [c.paper for c in objective["baseline"]["cells"]] == [84.4, 86.7, 92.7]
+    assert objective["baseline"]["cells"][0].vs is None and not objective["nsp_off"]["ran"]
     features = {r["name"]: r for r in next(f for f in suite["families"] if f["name"] == "features")["rows"]}
-    assert [c["ran"] for c in features["frozen_weighted"]["cells"]] == [True, True, False]
-    assert [c["ran"] for c in features["pretrained"]["cells"]] == [True, True, True]
+    assert [c.ran for c in features["frozen_weighted"]["cells"]] == [True, True, False]
+    assert [c.ran for c in features["pretrained"]["cells"]] == [True, True, True]
     fam = next(f for f in suite["families"] if f["name"] == "objective")
     assert fam["classical"] == pytest.approx([0.52, 0.51, 0.52])  # TF-IDF in each column, on its metric
-    assert res["summary"]["ltr"]["mrpc/pretrained_accuracy"] == pytest.approx(ltr[1]["mean"])
-    assert res["table"]["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
-    text = "\n".join(res["findings"])
+    assert res.summary["ltr"]["mrpc/pretrained_accuracy"] == pytest.approx(ltr[1].mean)
+    assert res.table["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
+    text = "\n".join(res.findings)
     assert ("Pretraining objective, across suite table6: LTR, no NSP against MLM + NSP: MNLI-m accuracy −1.0 "
             "(inconclusive), paper −2.3; MRPC accuracy −10.0 (worse), paper −9.2; SST-2 accuracy +0.0 "
             "(inconclusive), paper −0.6.") in text
     md = (tmp_path / "reports" / "report.md").read_text()
     assert "| setting | MNLI-m accuracy | paper: MNLI-m dev accuracy | MRPC accuracy |" in md
     assert "Suite table6:" in md and "figures/objective_suite.png" in md
-    assert res["task"] == "MNLI-m"  # the detailed tables are the first column's task
+    assert res.task == "MNLI-m"  # the detailed tables are the first column's task
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):
@@ -341,8 +341,8 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
     assert "Grid 'ci': the baseline and 2 pretraining variants, 100 steps each" in md
     assert "the next token's at every position for LTR" in md  # the family's note under its table
     assert "not in this grid" in md and "The paper's numbers, at its scale (not ours): Devlin et al. 2019" in md
-    for run in res["runs"].values():
-        assert run["pretrain"]["mlflow_run_id"] in md
+    for run in res.runs.values():
+        assert run.pretrain.mlflow_run_id in md
     assert "sha256" not in md and "git_commit" in md  # the report reads no MLflow store: run ids are its links
 
 
@@ -411,13 +411,13 @@ def test_the_lineage_starts_from_the_n_gram_count_table(tmp_path):
     floors = {n: {"masked": v} for n, v in FLOORS.items()}
     res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["lineage"]),
                            ["pretrained", "frozen_weighted"], floors=floors)
-    fam = res["families"][0]
-    rows = {r["name"]: r for r in fam["rows"] if r["ran"]}
-    assert fam["first_generation"] == "clean_left_right"
-    assert rows["cbow"]["vs_fixed_row"].startswith("n-gram") and rows["cbow"]["vs_fixed"]["diff"] == pytest.approx(0.035)
-    assert rows["cbow"]["vs_fixed"]["test"].startswith("one-sample")
-    assert rows["elmo"]["vs_fixed_row"] == rows["cbow"]["label"] and rows["elmo"]["vs_fixed"]["diff"] == pytest.approx(-0.1)
-    assert rows["baseline"]["vs_fixed_row"] == rows["elmo"]["label"]
+    fam = res.families[0]
+    rows = {r.name: r for r in fam.rows if r.ran}
+    assert fam.first_generation == "clean_left_right"
+    assert rows["cbow"].vs_fixed_row.startswith("n-gram") and rows["cbow"].vs_fixed.diff == pytest.approx(0.035)
+    assert rows["cbow"].vs_fixed.test.startswith("one-sample")
+    assert rows["elmo"].vs_fixed_row == rows["cbow"].label and rows["elmo"].vs_fixed.diff == pytest.approx(-0.1)
+    assert rows["baseline"].vs_fixed_row == rows["elmo"].label
     write_report(res, corpus={s: {"documents": 1, "words": 1} for s in ("train", "valid")},
                  pre=json.loads((m / "pretrain.json").read_text()), ft=json.loads((m / "finetune.json").read_text()),
                  out=tmp_path / "reports", lineage=[])
@@ -467,24 +467,23 @@ def test_figure_every_figure_of_the_report_is_honest(report):
 
     _, res = report
     figs = []
-    for fam in res["families"]:
-        if not any(r["ran"] for r in fam["rows"]):
+    for fam in res.families:
+        if not any(r.ran for r in fam.rows):
             continue
-        fig = bars_figure(fam, res["metric"], res["variant_modes"], res["task"])
+        fig = bars_figure(fam, res.metric, res.variant_modes, res.task)
         ax = fig.axes[0]
-        series = 1 if fam["kind"] == "mode" else len(res["variant_modes"])
-        assert not ax.patches and len(_errorbars(ax)) == series, fam["name"]
+        series = 1 if fam.kind == "mode" else len(res.variant_modes)
+        assert not ax.patches and len(_errorbars(ax)) == series, fam.name
         assert any(t.startswith("TF-IDF baseline") for t in _legend_texts(fig))  # the fixture ran TF-IDF
         figs.append(fig)
-        fixed_rows = [r for r in fam["rows"] if r.get("fixed")]
+        fixed_rows = [r for r in fam.rows if r.fixed]
         if fixed_rows:
-            figs.append(fixed_curves_figure([(r["label"], r["pretrain"]["plots_all"]) for r in fixed_rows],
-                                            fam.get("floors", []), fam["title"]))
-        curves = [(r["label"], r["pretrain"]["plots"], r["pretrain"]["lm"]) for r in fam["rows"]
-                  if r["ran"] and r["kind"] == "variant"]
-        figs.append(curves_figure(curves, fam["title"]))
-    base = [r["pretrain"]["plots"] for r in res["runs"].values() if r["variant"] == "baseline"]
-    fixed = fixed_curves_figure([("baseline", base)], res["intrinsic"]["floors"], "Baseline")
+            figs.append(fixed_curves_figure([(r.label, r.pretrain.plots_all) for r in fixed_rows], fam.floors,
+                                            fam.title))
+        curves = [(r.label, r.pretrain.plots, r.pretrain.lm) for r in fam.rows if r.ran and r.kind == "variant"]
+        figs.append(curves_figure(curves, fam.title))
+    base = [r.pretrain.plots for r in res.runs.values() if r.variant == "baseline"]
+    fixed = fixed_curves_figure([("baseline", base)], res.intrinsic.floors, "Baseline")
     floors = [line for line in fixed.axes[0].lines if line.get_linestyle() == "--"]
     assert [line.get_label() for line in floors] == ["majority 7.0%", "bigram 20.0%", "both neighbours 33.0%"]
     assert all(ax.get_ylim()[0] == 0 for ax in fixed.axes)
@@ -501,13 +500,16 @@ def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_d
     from pipeline.report.figures import MIN_SPAN, bars_figure
 
     def stat(mean, half=None):
-        return {"mean": mean, "low": None if half is None else mean - half, "high": None if half is None else mean + half}
+        return Score(mean=mean, std=0.0, low=None if half is None else mean - half,
+                     high=None if half is None else mean + half, units=[mean])
 
-    fam = {"kind": "variant", "title": "Mask ratio", "classical": None,
-           "rows": [{"name": "baseline", "label": "15%", "ran": True,
-                     "scores": {"pretrained": stat(0.46, 0.03), "frozen_weighted": stat(0.40)}},
-                    {"name": "mask_40", "label": "40%", "ran": True, "scores": {"pretrained": stat(0.47)}},
-                    {"name": "mask_30", "label": "30%", "ran": False, "scores": {}}]}
+    def row(name, label, ran, scores):
+        return Row(label=label, paper_row=None, paper={}, kind="variant", name=name, ran=ran, scores=scores)
+
+    fam = FamilyResult(name="masking", title="Mask ratio", question="", kind="variant", floors=[], reference_row="15%",
+                       classical=None, paper=[], note=None, first_generation=None,
+                       rows=[row("baseline", "15%", True, {"pretrained": stat(0.46, 0.03), "frozen_weighted": stat(0.40)}),
+                             row("mask_40", "40%", True, {"pretrained": stat(0.47)}), row("mask_30", "30%", False, {})])
     fig = bars_figure(fam, "accuracy", ["pretrained", "frozen_weighted"], "bible_sections")
     ax = fig.axes[0]
     pretrained, frozen = _errorbars(ax)
@@ -527,11 +529,11 @@ def test_figure_a_suite_puts_every_column_on_one_scale_with_tfidf_named():
     named dashed line."""
     from pipeline.report.figures import suite_figure
 
-    cell = lambda mean, half: {"ran": True, "mean": mean, "low": mean - half, "high": mean + half}  # noqa: E731
+    cell = lambda mean, half: SuiteCell(ran=True, paper=None, mean=mean, low=mean - half, high=mean + half)  # noqa: E731
     columns = [{"label": "MRPC accuracy", "metric": "accuracy"}, {"label": "STS-B spearman", "metric": "spearman"}]
     spec = {"classical": [0.52, None],
             "rows": [{"label": "MLM + NSP", "ran": True, "cells": [cell(0.61, 0.02), cell(0.40, 0.05)]},
-                     {"label": "LTR, no NSP", "ran": True, "cells": [cell(0.55, 0.02), {"ran": False}]},
+                     {"label": "LTR, no NSP", "ran": True, "cells": [cell(0.55, 0.02), SuiteCell(ran=False, paper=None)]},
                      {"label": "no NSP", "ran": False, "cells": []}]}
     fig = suite_figure(spec, columns, "Objective")
     ax = fig.axes[0]
@@ -587,12 +589,12 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
                              + "\n")
     write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
     res = build_report(cfg)
-    zs = res["zero_shot"]
+    zs = res.zero_shot
     objective = next(f for f in zs["families"] if f["name"] == "objective")
     base, ltr = objective["rows"][0], next(r for r in objective["rows"] if r["name"] == "ltr")
-    assert base["overall"]["units"] == [0.6, 0.61] and base["overall"]["low"] < 0.605 < base["overall"]["high"]
-    assert base["vs"] is None and base["vs_floor"]["test"].startswith("one-sample")
-    assert ltr["vs_row"] == base["label"] and ltr["vs"]["verdict"] == "better" and ltr["vs"]["test"].startswith("t-test")
+    assert base["overall"].units == [0.6, 0.61] and base["overall"].low < 0.605 < base["overall"].high
+    assert base["vs"] is None and base["vs_floor"].test.startswith("one-sample")
+    assert ltr["vs_row"] == base["label"] and ltr["vs"].verdict == "better" and ltr["vs"].test.startswith("t-test")
     assert set(base["phenomenon"]) == set(PHENOMENA)
     summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
     assert summary["baseline"]["blimp_overall"] == pytest.approx(0.605) and summary["floors"]["blimp_ngram"] == 0.55
@@ -601,7 +603,7 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     assert "n-gram floor (3-gram)" in md and (tmp_path / "reports" / "figures" / "blimp_objective.png").exists()
     along = zs["along"]
     assert along["runs"] == 2 and [p["step"] for p in along["points"]] == [25, 50, 75, 100]
-    assert [p["blimp"]["units"] for p in along["points"]][:2] == [pytest.approx([0.5]), pytest.approx([0.54, 0.55])]
+    assert [p["blimp"].units for p in along["points"]][:2] == [pytest.approx([0.5]), pytest.approx([0.54, 0.55])]
     assert along["blimp_above_chance"] == 75  # 2 runs: t(1) makes the interval 12.7 sd wide; at 50 it reaches 48%
     assert "### Along pretraining" in md and (tmp_path / "reports" / "figures" / "blimp_along.png").exists()
     fig = along_figure(along, zs["floor"])
@@ -617,21 +619,19 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
 
 def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
     reports, res = report
-    assert res["zero_shot"]["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()
+    assert res.zero_shot["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()
 
 
 def test_method_text_leaves_out_power_when_no_variant_was_compared():
     """A grid of the baseline alone (experiment=demo_long) has no observed difference: the method paragraph
     gives the false-positive rate and the detectable difference, not an empty power list."""
-    method = {"pretraining_runs": {"baseline": 3}, "finetune_seeds": 5, "confidence": 0.95,
-              "sd_pretrain": 0.008, "sd_finetune": 0.013, "false_positive_rate": 0.05, "smallest_detectable": 0.03,
-              "power_at_observed": {}}
-    text = method_text({"method": method, "metric": "accuracy"})
+    method = Method(pretraining_runs={"baseline": 3}, finetune_seeds=5, confidence=0.95, sd_pretrain=0.008,
+                    sd_finetune=0.013, false_positive_rate=0.05, smallest_detectable=0.03, power_at_observed={})
+    text = method_text(method, "accuracy")
     assert "power —" not in text and "at the observed differences" not in text
     assert "a false-positive rate of 5.0% on no difference, and 80% power from a difference of 3.0 points" in text
-    method["power_at_observed"] = {"1.1": 0.06}
-    assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(
-        {"method": method, "metric": "accuracy"})
+    method.power_at_observed = {"1.1": 0.06}
+    assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(method, "accuracy")
 
 
 def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
