@@ -18,9 +18,9 @@ from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
                                      fixed_curves_figure, grammar_figure, layout_along_figure, layout_figure, png,
                                      suite_figure)
-from pipeline.report.model import (AblationResults, Comparison, Crossing, FamilyResult, Interval, LayoutCell, Method,
-                                   Row, Score, SuiteCell, to_json)
-from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent
+from pipeline.report.model import (AblationResults, Comparison, Crossing, FamilyResult, Floor, Interval, LayoutCell,
+                                   Method, Row, Score, SuiteCell, to_json)
+from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent, signed
 
 STYLE = Path(__file__).resolve().parent / "report.css"  # index.html's style sheet, inlined
 
@@ -33,10 +33,6 @@ def score_cell(metric: str, score: Score | None) -> str:
     runs = f"{score.n_pretrain} x {score.n_finetune // max(1, score.n_pretrain)}" if score.n_pretrain else \
         f"{score.n_finetune} runs"
     return f"{fmt(metric, score.mean)}{interval} ({runs})"
-
-
-def signed(metric: str, value: float) -> str:
-    return f"{'+' if value >= 0 else '−'}{fmt(metric, abs(value))}"
 
 
 def comparison_cell(metric: str, comparison: Comparison | None) -> str:
@@ -436,8 +432,10 @@ def family_table(doc: Doc, fam: FamilyResult, res: AblationResults) -> None:
     paper_columns = list(dict.fromkeys(c for block in fam.paper for c in block["columns"]))
     ours = family_header(fam, metric, modes)
     header = [*ours, *(f"paper: {c}" for c in paper_columns)]
-    floor_row = lambda label, floor: [label, *[""] * (len(modes) + 1), f"{100 * floor.accuracy:.1f}",  # noqa: E731
-                                      *[""] * (len(ours) - len(modes) - 3), *[""] * len(paper_columns)]
+    def floor_row(label: str, floor: Floor) -> list[str]:  # a count-based floor: its fixed-set column alone
+        return [label, *[""] * (len(modes) + 1), f"{100 * floor.accuracy:.1f}", *[""] * (len(ours) - len(modes) - 3),
+                *[""] * len(paper_columns)]
+
     first = next((f for f in fam.floors if f.name == fam.first_generation), None)
     rows = [floor_row(f"n-gram count table ({first.label})", first)] if first else []  # a lineage's first generation
     rows += [family_row(row, fam, metric, modes, len(ours), [str(row.paper.get(c, "")) for c in paper_columns])

@@ -240,7 +240,7 @@ def describe(comparison: Comparison, metric: str) -> str:
     if c.low is None:
         return f"{c.verdict}: {c.n_pretrain[0]} vs {c.n_pretrain[1]} pretraining runs"
     words = (f"{c.verdict}{' (borderline)' if c.borderline else ''}: "
-             f"{round(100 * c.confidence)}% interval {_signed(metric, c.low)} to {_signed(metric, c.high)}, "
+             f"{round(100 * c.confidence)}% interval {signed(metric, c.low)} to {signed(metric, c.high)}, "
              f"{p_text(c.p)}")
     if c.verdict == "inconclusive":
         n = c.seeds_needed
@@ -249,7 +249,8 @@ def describe(comparison: Comparison, metric: str) -> str:
     return words
 
 
-def _signed(metric: str, value: float) -> str:
+def signed(metric: str, value: float) -> str:
+    """A difference as the report writes it: its sign (a true minus), then its size in the metric's format."""
     return ("+" if value >= 0 else "−") + fmt(metric, abs(value))
 
 

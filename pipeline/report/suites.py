@@ -13,7 +13,7 @@ from typing import Mapping
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import mode_label
 from pipeline.report.model import AblationResults, FamilyResult, Row, SuiteCell
-from pipeline.report.results import BASELINE, _signed, by_variant, family_result, load_runs, score
+from pipeline.report.results import BASELINE, signed, by_variant, family_result, load_runs, score
 
 
 def first_task(suite: Mapping) -> str:
@@ -99,7 +99,7 @@ def suite_findings(suite: dict) -> list[str]:
             for col, cell, ref_cell in zip(suite["columns"], r["cells"], ref["cells"] if ref else []):
                 if not cell.ran or cell.vs is None:
                     continue
-                part = f"{col['label']} {_signed(col['metric'], cell.vs.diff)} ({cell.vs.verdict})"
+                part = f"{col['label']} {signed(col['metric'], cell.vs.diff)} ({cell.vs.verdict})"
                 if cell.paper is not None and ref_cell.paper is not None and cell.vs_row == ref["label"]:
                     part += f", paper {cell.paper - ref_cell.paper:+.1f}".replace("-", "−")
                 parts.append(part)
