@@ -13,6 +13,7 @@ from conftest import chromedriver
 from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
+from pipeline.report.model import Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
 from pipeline.report.render import method_text
 from pipeline.stages.report import run as build_report
 
@@ -96,10 +97,11 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
             **({"fixed/nsp_acc": 0.50 + fixed_acc / 10} if lm == "mlm" else {})}
 
 
-def _ci_report_config(root: Path):
-    """grid=ci's settings with every output under ``root``; the corpus's metrics and the floors written there."""
+def _ci_report_config(root: Path, *overrides: str):
+    """grid=ci's settings (and ``overrides``) with every output under ``root``; the corpus's metrics and the floors
+    written there."""
     m = root / "metrics"
-    cfg = compose([*CI, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
+    cfg = compose([*CI, *overrides, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
                    f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
                    f"paths.eval_set={root / 'eval_set'}"])
@@ -124,41 +126,40 @@ def report(tmp_path_factory):
 def test_the_baseline_against_its_floors_opens_the_report(report):
     """Fixed-set accuracies 0.16 and 0.17 (two runs): above the majority floor (0.07), below the bigram (0.20)."""
     folder, res = report
-    it = res["intrinsic"]
-    assert it["fixed"]["mean"] == pytest.approx(0.165) and it["fixed"]["units"] == [0.16, 0.17]
-    assert [f["name"] for f in it["floors"]] == ["majority", "left", "left_right"]
+    it = res.intrinsic
+    assert it.fixed.mean == pytest.approx(0.165) and it.fixed.units == [0.16, 0.17]
+    assert [f.name for f in it.floors] == ["majority", "left", "left_right"]
     # two runs: one degree of freedom, so 3.5 points below the bigram floor is not yet a verdict
-    assert it["vs_floors"]["majority"]["verdict"] == "better" and it["vs_floors"]["left"]["verdict"] == "inconclusive"
-    assert it["vs_floors"]["left"]["test"].startswith("one-sample t-test") and not it["learned"]
+    assert it.vs_floors["majority"].verdict == "better" and it.vs_floors["left"].verdict == "inconclusive"
+    assert it.vs_floors["left"].test.startswith("one-sample t-test") and not it.learned
     # the curve rises linearly to the final accuracy: the majority floor falls between steps 25 and 50
-    c = it["crossings"]["majority"]
-    assert c["crossed"] == 2 and c["step"] == pytest.approx((43.75 + 100 * 0.07 / 0.17) / 2, abs=1e-3)
-    assert c["tokens"] == pytest.approx(1000 * c["step"], rel=1e-4) and c["seconds"] == pytest.approx(c["step"] / 10, rel=1e-3)
-    assert it["crossings"]["left"] == {"runs": 2, "crossed": 0, "step": None, "tokens": None, "seconds": None,
-                                       "flops": None}
+    c = it.crossings["majority"]
+    assert c.crossed == 2 and c.step == pytest.approx((43.75 + 100 * 0.07 / 0.17) / 2, abs=1e-3)
+    assert c.tokens == pytest.approx(1000 * c.step, rel=1e-4) and c.seconds == pytest.approx(c.step / 10, rel=1e-3)
+    assert it.crossings["left"] == Crossing(runs=2, crossed=0, step=None, tokens=None, seconds=None, flops=None)
     md = (folder / "report.md").read_text()
     assert md.index("Has the baseline learned language?") < md.index("## Findings")
-    assert "The baseline does not beat the bigram floor" in res["findings"][1]
+    assert "The baseline does not beat the bigram floor" in res.findings[1]
     assert "Warning: at 100 steps the baseline is not above the bigram floor" in md
-    assert res["summary"]["floors"]["left"] == 0.20 and res["summary"]["baseline"]["fixed_acc"] == pytest.approx(0.165)
+    assert res.summary["floors"]["left"] == 0.20 and res.summary["baseline"]["fixed_acc"] == pytest.approx(0.165)
 
 
 def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(report):
     """Baseline runs at 0.26 and 0.27 in every cell but pair_B (0.19, 0.20): clear of the bigram floor (0.20) in
     seven cells, not in the eighth; the report says which, and summary.json and the figure carry it."""
     folder, res = report
-    probe = res["layout"]
+    probe = res.layout
     assert [c["name"] for c in probe["cells"]] == [c["name"] for c in CELLS]
     base = probe["rows"][0]
     assert base["variant"] == "baseline" and base["runs"] == 2 and base["floors"] == ["majority", "left", "left_right"]
-    assert base["cells"]["single128_late"]["mean"] == pytest.approx(0.265)
-    assert base["cells"]["single128_late"]["vs_floors"]["left"]["verdict"] == "better"
-    assert base["cells"]["pair_B"]["vs_floors"]["left"]["verdict"] != "better" and probe["baseline_reads"] is False
+    assert base["cells"]["single128_late"].mean == pytest.approx(0.265)
+    assert base["cells"]["single128_late"].vs_floors["left"].verdict == "better"
+    assert base["cells"]["pair_B"].vs_floors["left"].verdict != "better" and probe["baseline_reads"] is False
     ltr = next(r for r in probe["rows"] if r["variant"] == "ltr")   # its own kind's floors: the clean left context
     assert ltr["floors"] == ["majority", "clean_left", "clean_left2"]
     assert "not clear of the bigram floor in 1 of 8 cells (sentence pair, in B): it reads some layouts" in \
-        " ".join(res["findings"])
-    summary = res["summary"]
+        " ".join(res.findings)
+    summary = res.summary
     assert summary["baseline"]["layout"]["pair_B"] == pytest.approx(0.195)
     assert summary["baseline"]["layout_min"] == pytest.approx(0.195)
     assert summary["floors"]["layout"]["left"]["single16_early"] == 0.20
@@ -175,35 +176,35 @@ def test_nsp_is_read_against_its_base_rate(report):
     """The fixed set's pairs with the actual next B 45% of the time: always guessing "random" scores 55%; the
     baseline's NSP accuracy (0.516, 0.517) is below it."""
     _, res = report
-    nsp = res["nsp"]
-    assert nsp["actual_next"] == pytest.approx(0.45) and nsp["base_rate"] == pytest.approx(0.55)
-    assert nsp["accuracy"]["mean"] == pytest.approx(0.5165) and nsp["vs_base"]["verdict"] == "worse"
-    assert res["summary"]["floors"]["nsp_base_rate"] == pytest.approx(0.55)
+    nsp = res.nsp
+    assert nsp.actual_next == pytest.approx(0.45) and nsp.base_rate == pytest.approx(0.55)
+    assert nsp.accuracy.mean == pytest.approx(0.5165) and nsp.vs_base.verdict == "worse"
+    assert res.summary["floors"]["nsp_base_rate"] == pytest.approx(0.55)
     assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0% of the fixed set's")
-               for f in res["findings"])
+               for f in res.findings)
 
 
 def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):
     _, res = report
-    objective = next(f for f in res["families"] if f["name"] == "objective")
-    rows = {r["name"]: r for r in objective["rows"]}
+    objective = next(f for f in res.families if f.name == "objective")
+    rows = {r.name: r for r in objective.rows}
     ltr = rows["ltr"]
-    assert ltr["fixed"]["units"] == [0.25, 0.26] and ltr["vs_fixed"]["verdict"] == "better"
-    assert ltr["vs_fixed"]["diff"] == pytest.approx(0.09) and ltr["vs_fixed"]["test"].startswith("t-test on per-")
+    assert ltr.fixed.units == [0.25, 0.26] and ltr.vs_fixed.verdict == "better"
+    assert ltr.vs_fixed.diff == pytest.approx(0.09) and ltr.vs_fixed.test.startswith("t-test on per-")
     # each kind of LM against its own floors: the left-to-right LM's read the clean left context
-    assert set(ltr["vs_floors"]) == {"majority", "clean_left", "clean_left2"}
-    assert ltr["vs_floors"]["majority"]["verdict"] == "better"
-    assert ltr["vs_floors"]["clean_left"]["diff"] == pytest.approx(0.255 - 0.22)
-    assert [f["name"] for f in objective["floors"]] == ["majority", "left", "left_right", "clean_left", "clean_left2"]
-    assert res["table"]["objective"]["ltr"]["fixed_vs_p"] < 0.05
-    lineage = next((f for f in res["families"] if f["name"] == "lineage"), None)
+    assert set(ltr.vs_floors) == {"majority", "clean_left", "clean_left2"}
+    assert ltr.vs_floors["majority"].verdict == "better"
+    assert ltr.vs_floors["clean_left"].diff == pytest.approx(0.255 - 0.22)
+    assert [f.name for f in objective.floors] == ["majority", "left", "left_right", "clean_left", "clean_left2"]
+    assert res.table["objective"]["ltr"]["fixed_vs_p"] < 0.05
+    lineage = next((f for f in res.families if f.name == "lineage"), None)
     assert lineage is None  # not in this grid
 
 
 def test_families_rows_and_tested_comparisons(report):
     out, res = report
     saved = json.loads((out / "ablations.json").read_text())
-    assert saved == json.loads(json.dumps(res))
+    assert saved == json.loads(json.dumps(to_json(res)))
     fams = {f["name"]: f for f in saved["families"]}
     assert list(fams) == ["pretraining", "features", "nsp", "objective"]
     objective = {r["label"]: r for r in fams["objective"]["rows"]}
@@ -235,7 +236,7 @@ def test_families_rows_and_tested_comparisons(report):
 
 def test_findings_are_generated_from_the_numbers(report):
     _, res = report
-    text = "\n".join(res["findings"])
+    text = "\n".join(res.findings)
     assert ("Pretraining objective: LTR, no NSP is 5.5 points below MLM + NSP on bible_sections dev accuracy "
             "(55.5 vs 61.0; worse (borderline): 95% interval −10.3 to −0.7, p = 0.039)") in text
     assert "the paper found it worse by 2.3 (MNLI-m dev accuracy 82.1 vs 84.4); the same direction here." in text
@@ -259,7 +260,7 @@ def test_a_comparison_with_one_pretraining_run_per_side_is_never_a_verdict(tmp_p
 
     res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["nsp", "objective"]),
                            ["pretrained", "frozen_weighted"])
-    verdicts = [r["vs"]["verdict"] for f in res["families"] for r in f["rows"] if r.get("vs")]
+    verdicts = [r.vs.verdict for f in res.families for r in f.rows if r.vs]
     assert verdicts and set(verdicts) == {"inconclusive (one run each)"}
 
 
@@ -297,34 +298,34 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
             write_json(f"{run.metrics}/tasks/{task}/finetune.json", _suite_finetune(label, metrics, scores,
                                                                                   run.pretrain_seed))
     res = build_report(validate(cfg))
-    suite = res["suite"]
+    suite = res.suite
     assert [c["label"] for c in suite["columns"]] == ["MNLI-m accuracy", "MRPC accuracy", "SST-2 accuracy"]
     assert [c["paper"] for c in suite["columns"]] == ["MNLI-m dev accuracy", "MRPC dev accuracy",
                                                       "SST-2 dev accuracy"]
     objective = {r["name"]: r for r in next(f for f in suite["families"] if f["name"] == "objective")["rows"]}
     ltr = objective["ltr"]["cells"]
-    assert [c["vs"]["verdict"] for c in ltr] == ["inconclusive", "worse", "inconclusive"]
+    assert [c.vs.verdict for c in ltr] == ["inconclusive", "worse", "inconclusive"]
     # MRPC's column reads its accuracy (0.01 below its f1 in these files), not the task's headline f1
-    assert ltr[1]["mean"] == pytest.approx(0.61 - 0.10 - 0.01) and ltr[1]["vs"]["diff"] == pytest.approx(-0.10)
-    assert ltr[2]["vs"]["diff"] == pytest.approx(0.0)
-    assert [c["paper"] for c in ltr] == [82.1, 77.5, 92.1]
-    assert [c["paper"] for c in objective["baseline"]["cells"]] == [84.4, 86.7, 92.7]
-    assert objective["baseline"]["cells"][0]["vs"] is None and not objective["nsp_off"]["ran"]
+    assert ltr[1].mean == pytest.approx(0.61 - 0.10 - 0.01) and ltr[1].vs.diff == pytest.approx(-0.10)
+    assert ltr[2].vs.diff == pytest.approx(0.0)
+    assert [c.paper for c in ltr] == [82.1, 77.5, 92.1]
+    assert [c.paper for c in objective["baseline"]["cells"]] == [84.4, 86.7, 92.7]
+    assert objective["baseline"]["cells"][0].vs is None and not objective["nsp_off"]["ran"]
     features = {r["name"]: r for r in next(f for f in suite["families"] if f["name"] == "features")["rows"]}
-    assert [c["ran"] for c in features["frozen_weighted"]["cells"]] == [True, True, False]
-    assert [c["ran"] for c in features["pretrained"]["cells"]] == [True, True, True]
+    assert [c.ran for c in features["frozen_weighted"]["cells"]] == [True, True, False]
+    assert [c.ran for c in features["pretrained"]["cells"]] == [True, True, True]
     fam = next(f for f in suite["families"] if f["name"] == "objective")
     assert fam["classical"] == pytest.approx([0.52, 0.51, 0.52])  # TF-IDF in each column, on its metric
-    assert res["summary"]["ltr"]["mrpc/pretrained_accuracy"] == pytest.approx(ltr[1]["mean"])
-    assert res["table"]["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
-    text = "\n".join(res["findings"])
+    assert res.summary["ltr"]["mrpc/pretrained_accuracy"] == pytest.approx(ltr[1].mean)
+    assert res.table["objective"]["ltr"]["mrpc/primary_accuracy_vs_p"] < 0.05
+    text = "\n".join(res.findings)
     assert ("Pretraining objective, across suite table6: LTR, no NSP against MLM + NSP: MNLI-m accuracy −1.0 "
             "(inconclusive), paper −2.3; MRPC accuracy −10.0 (worse), paper −9.2; SST-2 accuracy +0.0 "
             "(inconclusive), paper −0.6.") in text
     md = (tmp_path / "reports" / "report.md").read_text()
     assert "| setting | MNLI-m accuracy | paper: MNLI-m dev accuracy | MRPC accuracy |" in md
     assert "Suite table6:" in md and "figures/objective_suite.png" in md
-    assert res["task"] == "MNLI-m"  # the detailed tables are the first column's task
+    assert res.task == "MNLI-m"  # the detailed tables are the first column's task
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):
@@ -340,8 +341,8 @@ def test_markdown_and_html_carry_tables_figures_and_lineage(report):
     assert "Grid 'ci': the baseline and 2 pretraining variants, 100 steps each" in md
     assert "the next token's at every position for LTR" in md  # the family's note under its table
     assert "not in this grid" in md and "The paper's numbers, at its scale (not ours): Devlin et al. 2019" in md
-    for run in res["runs"].values():
-        assert run["pretrain"]["mlflow_run_id"] in md
+    for run in res.runs.values():
+        assert run.pretrain.mlflow_run_id in md
     assert "sha256" not in md and "git_commit" in md  # the report reads no MLflow store: run ids are its links
 
 
@@ -410,13 +411,13 @@ def test_the_lineage_starts_from_the_n_gram_count_table(tmp_path):
     floors = {n: {"masked": v} for n, v in FLOORS.items()}
     res = ablation_results(OmegaConf.to_container(cfg.runs), "ci", load_families(["lineage"]),
                            ["pretrained", "frozen_weighted"], floors=floors)
-    fam = res["families"][0]
-    rows = {r["name"]: r for r in fam["rows"] if r["ran"]}
-    assert fam["first_generation"] == "clean_left_right"
-    assert rows["cbow"]["vs_fixed_row"].startswith("n-gram") and rows["cbow"]["vs_fixed"]["diff"] == pytest.approx(0.035)
-    assert rows["cbow"]["vs_fixed"]["test"].startswith("one-sample")
-    assert rows["elmo"]["vs_fixed_row"] == rows["cbow"]["label"] and rows["elmo"]["vs_fixed"]["diff"] == pytest.approx(-0.1)
-    assert rows["baseline"]["vs_fixed_row"] == rows["elmo"]["label"]
+    fam = res.families[0]
+    rows = {r.name: r for r in fam.rows if r.ran}
+    assert fam.first_generation == "clean_left_right"
+    assert rows["cbow"].vs_fixed_row.startswith("n-gram") and rows["cbow"].vs_fixed.diff == pytest.approx(0.035)
+    assert rows["cbow"].vs_fixed.test.startswith("one-sample")
+    assert rows["elmo"].vs_fixed_row == rows["cbow"].label and rows["elmo"].vs_fixed.diff == pytest.approx(-0.1)
+    assert rows["baseline"].vs_fixed_row == rows["elmo"].label
     write_report(res, corpus={s: {"documents": 1, "words": 1} for s in ("train", "valid")},
                  pre=json.loads((m / "pretrain.json").read_text()), ft=json.loads((m / "finetune.json").read_text()),
                  out=tmp_path / "reports", lineage=[])
@@ -466,24 +467,23 @@ def test_figure_every_figure_of_the_report_is_honest(report):
 
     _, res = report
     figs = []
-    for fam in res["families"]:
-        if not any(r["ran"] for r in fam["rows"]):
+    for fam in res.families:
+        if not any(r.ran for r in fam.rows):
             continue
-        fig = bars_figure(fam, res["metric"], res["variant_modes"], res["task"])
+        fig = bars_figure(fam, res.metric, res.variant_modes, res.task)
         ax = fig.axes[0]
-        series = 1 if fam["kind"] == "mode" else len(res["variant_modes"])
-        assert not ax.patches and len(_errorbars(ax)) == series, fam["name"]
+        series = 1 if fam.kind == "mode" else len(res.variant_modes)
+        assert not ax.patches and len(_errorbars(ax)) == series, fam.name
         assert any(t.startswith("TF-IDF baseline") for t in _legend_texts(fig))  # the fixture ran TF-IDF
         figs.append(fig)
-        fixed_rows = [r for r in fam["rows"] if r.get("fixed")]
+        fixed_rows = [r for r in fam.rows if r.fixed]
         if fixed_rows:
-            figs.append(fixed_curves_figure([(r["label"], r["pretrain"]["plots_all"]) for r in fixed_rows],
-                                            fam.get("floors", []), fam["title"]))
-        curves = [(r["label"], r["pretrain"]["plots"], r["pretrain"]["lm"]) for r in fam["rows"]
-                  if r["ran"] and r["kind"] == "variant"]
-        figs.append(curves_figure(curves, fam["title"]))
-    base = [r["pretrain"]["plots"] for r in res["runs"].values() if r["variant"] == "baseline"]
-    fixed = fixed_curves_figure([("baseline", base)], res["intrinsic"]["floors"], "Baseline")
+            figs.append(fixed_curves_figure([(r.label, r.pretrain.plots_all) for r in fixed_rows], fam.floors,
+                                            fam.title))
+        curves = [(r.label, r.pretrain.plots, r.pretrain.lm) for r in fam.rows if r.ran and r.kind == "variant"]
+        figs.append(curves_figure(curves, fam.title))
+    base = [r.pretrain.plots for r in res.runs.values() if r.variant == "baseline"]
+    fixed = fixed_curves_figure([("baseline", base)], res.intrinsic.floors, "Baseline")
     floors = [line for line in fixed.axes[0].lines if line.get_linestyle() == "--"]
     assert [line.get_label() for line in floors] == ["majority 7.0%", "bigram 20.0%", "both neighbours 33.0%"]
     assert all(ax.get_ylim()[0] == 0 for ax in fixed.axes)
@@ -500,13 +500,16 @@ def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_d
     from pipeline.report.figures import MIN_SPAN, bars_figure
 
     def stat(mean, half=None):
-        return {"mean": mean, "low": None if half is None else mean - half, "high": None if half is None else mean + half}
+        return Score(mean=mean, std=0.0, low=None if half is None else mean - half,
+                     high=None if half is None else mean + half, units=[mean])
 
-    fam = {"kind": "variant", "title": "Mask ratio", "classical": None,
-           "rows": [{"name": "baseline", "label": "15%", "ran": True,
-                     "scores": {"pretrained": stat(0.46, 0.03), "frozen_weighted": stat(0.40)}},
-                    {"name": "mask_40", "label": "40%", "ran": True, "scores": {"pretrained": stat(0.47)}},
-                    {"name": "mask_30", "label": "30%", "ran": False, "scores": {}}]}
+    def row(name, label, ran, scores):
+        return Row(label=label, paper_row=None, paper={}, kind="variant", name=name, ran=ran, scores=scores)
+
+    fam = FamilyResult(name="masking", title="Mask ratio", question="", kind="variant", floors=[], reference_row="15%",
+                       classical=None, paper=[], note=None, first_generation=None,
+                       rows=[row("baseline", "15%", True, {"pretrained": stat(0.46, 0.03), "frozen_weighted": stat(0.40)}),
+                             row("mask_40", "40%", True, {"pretrained": stat(0.47)}), row("mask_30", "30%", False, {})])
     fig = bars_figure(fam, "accuracy", ["pretrained", "frozen_weighted"], "bible_sections")
     ax = fig.axes[0]
     pretrained, frozen = _errorbars(ax)
@@ -526,11 +529,11 @@ def test_figure_a_suite_puts_every_column_on_one_scale_with_tfidf_named():
     named dashed line."""
     from pipeline.report.figures import suite_figure
 
-    cell = lambda mean, half: {"ran": True, "mean": mean, "low": mean - half, "high": mean + half}  # noqa: E731
+    cell = lambda mean, half: SuiteCell(ran=True, paper=None, mean=mean, low=mean - half, high=mean + half)  # noqa: E731
     columns = [{"label": "MRPC accuracy", "metric": "accuracy"}, {"label": "STS-B spearman", "metric": "spearman"}]
     spec = {"classical": [0.52, None],
             "rows": [{"label": "MLM + NSP", "ran": True, "cells": [cell(0.61, 0.02), cell(0.40, 0.05)]},
-                     {"label": "LTR, no NSP", "ran": True, "cells": [cell(0.55, 0.02), {"ran": False}]},
+                     {"label": "LTR, no NSP", "ran": True, "cells": [cell(0.55, 0.02), SuiteCell(ran=False, paper=None)]},
                      {"label": "no NSP", "ran": False, "cells": []}]}
     fig = suite_figure(spec, columns, "Objective")
     ax = fig.axes[0]
@@ -586,12 +589,12 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
                              + "\n")
     write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
     res = build_report(validate(cfg))
-    zs = res["zero_shot"]
+    zs = res.zero_shot
     objective = next(f for f in zs["families"] if f["name"] == "objective")
     base, ltr = objective["rows"][0], next(r for r in objective["rows"] if r["name"] == "ltr")
-    assert base["overall"]["units"] == [0.6, 0.61] and base["overall"]["low"] < 0.605 < base["overall"]["high"]
-    assert base["vs"] is None and base["vs_floor"]["test"].startswith("one-sample")
-    assert ltr["vs_row"] == base["label"] and ltr["vs"]["verdict"] == "better" and ltr["vs"]["test"].startswith("t-test")
+    assert base["overall"].units == [0.6, 0.61] and base["overall"].low < 0.605 < base["overall"].high
+    assert base["vs"] is None and base["vs_floor"].test.startswith("one-sample")
+    assert ltr["vs_row"] == base["label"] and ltr["vs"].verdict == "better" and ltr["vs"].test.startswith("t-test")
     assert set(base["phenomenon"]) == set(PHENOMENA)
     summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
     assert summary["baseline"]["blimp_overall"] == pytest.approx(0.605) and summary["floors"]["blimp_ngram"] == 0.55
@@ -600,7 +603,7 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     assert "n-gram floor (3-gram)" in md and (tmp_path / "reports" / "figures" / "blimp_objective.png").exists()
     along = zs["along"]
     assert along["runs"] == 2 and [p["step"] for p in along["points"]] == [25, 50, 75, 100]
-    assert [p["blimp"]["units"] for p in along["points"]][:2] == [pytest.approx([0.5]), pytest.approx([0.54, 0.55])]
+    assert [p["blimp"].units for p in along["points"]][:2] == [pytest.approx([0.5]), pytest.approx([0.54, 0.55])]
     assert along["blimp_above_chance"] == 75  # 2 runs: t(1) makes the interval 12.7 sd wide; at 50 it reaches 48%
     assert "### Along pretraining" in md and (tmp_path / "reports" / "figures" / "blimp_along.png").exists()
     fig = along_figure(along, zs["floor"])
@@ -616,21 +619,19 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
 
 def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
     reports, res = report
-    assert res["zero_shot"]["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()
+    assert res.zero_shot["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()
 
 
 def test_method_text_leaves_out_power_when_no_variant_was_compared():
     """A grid of the baseline alone (experiment=demo_long) has no observed difference: the method paragraph
     gives the false-positive rate and the detectable difference, not an empty power list."""
-    method = {"pretraining_runs": {"baseline": 3}, "finetune_seeds": 5, "confidence": 0.95,
-              "sd_pretrain": 0.008, "sd_finetune": 0.013, "false_positive_rate": 0.05, "smallest_detectable": 0.03,
-              "power_at_observed": {}}
-    text = method_text({"method": method, "metric": "accuracy"})
+    method = Method(pretraining_runs={"baseline": 3}, finetune_seeds=5, confidence=0.95, sd_pretrain=0.008,
+                    sd_finetune=0.013, false_positive_rate=0.05, smallest_detectable=0.03, power_at_observed={})
+    text = method_text(method, "accuracy")
     assert "power —" not in text and "at the observed differences" not in text
     assert "a false-positive rate of 5.0% on no difference, and 80% power from a difference of 3.0 points" in text
-    method["power_at_observed"] = {"1.1": 0.06}
-    assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(
-        {"method": method, "metric": "accuracy"})
+    method.power_at_observed = {"1.1": 0.06}
+    assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(method, "accuracy")
 
 
 def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
@@ -642,3 +643,175 @@ def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("BERT_LAB_REQUIRE_BROWSER")
     with pytest.raises(pytest.skip.Exception, match="Chromium's driver is not installed"):
         chromedriver()
+
+
+# The key structure of ablations.json (summary.json is its "summary"): each mapping's path (a list's items as
+# "[]") and its keys, names that come from the grid as placeholders (<run>, <cell>, ...), and key sets that recur
+# by name.
+COMPARISON = "borderline confidence df diff high low n_finetune n_pretrain p seeds_needed test verdict"
+INTERVAL = "high low mean std units"
+SCORE = f"{INTERVAL} groups mlflow_run_ids n_finetune n_pretrain"
+CROSSING = "crossed flops runs seconds step tokens"
+FLOOR = "accuracy label name short view"
+PRETRAIN = ("fixed_acc fixed_loss fixed_replaced fixed_unchanged fixed_units lm mlflow_run_id mlflow_run_ids "
+            "parameters plots runs steps train_flops_per_token train_seconds val_lm_acc val_loss val_perplexity")
+SUITE_CELLS = " ".join(f"{t}/primary_accuracy_{k}" for t in ("mnli_m", "mrpc", "sst2") for k in ("high", "low", "mean",
+                                                                                                "vs_p"))
+SUMMARY_ROW = ("blimp_overall fixed_acc fixed_nsp_acc frozen_weighted_accuracy layout layout_mean layout_min "
+               "mnli_m/pretrained_accuracy mrpc/pretrained_accuracy pretrained_accuracy scratch_accuracy "
+               "sst2/pretrained_accuracy tfidf_accuracy val_ltr_acc val_mlm_acc")
+TABLE_ROW = (f"{SUITE_CELLS} frozen_weighted_high frozen_weighted_low frozen_weighted_mean frozen_weighted_n_finetune "
+             "frozen_weighted_n_pretrain pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
+             "pretrained_n_pretrain vs_diff vs_high vs_low vs_p")
+ABLATIONS_KEYS = {
+    "": "families findings grid intrinsic layout method metric nsp runs suite summary table task variant_modes "
+        "zero_shot",
+    "families[]": "classical first_generation floors kind name note paper question reference_row rows title",
+    "families[].classical": SCORE,
+    "families[].floors[]": FLOOR,
+    "families[].paper[]": "columns rows source",
+    "families[].paper[].rows": "<paper-row>",
+    "families[].rows[]": "crossings fixed fixed_kinds kind label name paper paper_row pretrain primary ran scores vs "
+                         "vs_fixed vs_fixed_row vs_floors vs_row",
+    "families[].rows[].crossings": "<floor>",
+    "families[].rows[].crossings.<floor>": CROSSING,
+    "families[].rows[].fixed": INTERVAL,
+    "families[].rows[].fixed_kinds": "loss replaced unchanged",
+    "families[].rows[].paper": "<paper-column>",
+    "families[].rows[].pretrain": f"{PRETRAIN} plots_all",
+    "families[].rows[].primary": SCORE,
+    "families[].rows[].scores": "<mode>",
+    "families[].rows[].scores.<mode>": SCORE,
+    "families[].rows[].vs": COMPARISON,
+    "families[].rows[].vs_fixed": COMPARISON,
+    "families[].rows[].vs_floors": "<floor>",
+    "families[].rows[].vs_floors.<floor>": COMPARISON,
+    "intrinsic": "bigram built crossings fixed floors learned lm vs_floors",
+    "intrinsic.built": "actual_next first_sep length sequences settings tokens",
+    "intrinsic.built.first_sep": "p10 p50 p90",
+    "intrinsic.built.length": "p10 p50 p90",
+    "intrinsic.built.settings": "max_seq_length short_seq_prob",
+    "intrinsic.crossings": "<floor>",
+    "intrinsic.crossings.<floor>": CROSSING,
+    "intrinsic.fixed": INTERVAL,
+    "intrinsic.floors[]": FLOOR,
+    "intrinsic.vs_floors": "<floor>",
+    "intrinsic.vs_floors.<floor>": COMPARISON,
+    "layout": "along baseline_reads cells floors rows settings",
+    "layout.along[]": "cells rows runs step tokens",
+    "layout.along[].cells": "<cell>",
+    "layout.along[].cells.<cell>": "high low mean",
+    "layout.cells[]": "label layout length name rows where",
+    "layout.floors[]": "cells label name short",
+    "layout.floors[].cells": "<cell>",
+    "layout.rows[]": "cells floors label lm runs variant",
+    "layout.rows[].cells": "<cell>",
+    "layout.rows[].cells.<cell>": f"{INTERVAL} vs_floors",
+    "layout.rows[].cells.<cell>.vs_floors": "<floor>",
+    "layout.rows[].cells.<cell>.vs_floors.<floor>": COMPARISON,
+    "layout.settings": "lengths rows",
+    "method": "confidence false_positive_rate finetune_seeds power_at_observed pretraining_runs sd_finetune "
+              "sd_pretrain smallest_detectable",
+    "method.power_at_observed": "<difference>",
+    "method.pretraining_runs": "<run>",
+    "nsp": "accuracy actual_next base_rate vs_base",
+    "nsp.accuracy": INTERVAL,
+    "nsp.vs_base": COMPARISON,
+    "runs": "<run>",
+    "runs.<run>": "finetune_runs pretrain pretrain_seed variant",
+    "runs.<run>.finetune_runs": "<mode>",
+    "runs.<run>.pretrain": PRETRAIN,
+    "suite": "columns families name",
+    "suite.columns[]": "comparable dev_examples label metric mode paper task task_name train_examples unit",
+    "suite.families[]": "classical name reference_row rows title",
+    "suite.families[].rows[]": "cells label name ran",
+    "suite.families[].rows[].cells[]": "high low mean n_finetune n_pretrain paper ran vs vs_row",
+    "suite.families[].rows[].cells[].vs": COMPARISON,
+    "summary": "<run> floors",
+    "summary.<run>": SUMMARY_ROW,
+    "summary.<run>.layout": "<cell>",
+    "summary.floors": "<floor> blimp_ngram layout nsp_base_rate",
+    "summary.floors.layout": "<floor>",
+    "summary.floors.layout.<floor>": "<cell>",
+    "table": "features nsp objective pretraining",
+    "table.features": "<mode>",
+    "table.features.<mode>": TABLE_ROW,
+    "table.nsp": "<run>",
+    "table.nsp.<run>": f"{TABLE_ROW} fixed_high fixed_low fixed_mean fixed_vs_diff fixed_vs_high fixed_vs_low "
+                       "fixed_vs_p",
+    "table.objective": "<run>",
+    "table.objective.<run>": f"{TABLE_ROW} fixed_high fixed_low fixed_mean fixed_vs_diff fixed_vs_high "
+                             "fixed_vs_low fixed_vs_p",
+    "table.pretraining": "<mode>",
+    "table.pretraining.<mode>": f"{SUITE_CELLS} pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
+                                "pretrained_n_pretrain scratch_high scratch_low scratch_mean scratch_n_finetune "
+                                "scratch_n_pretrain vs_diff vs_high vs_low vs_p",
+    "zero_shot": "along families floor mean paper per_run published scored",
+    "zero_shot.along": "blimp_above_chance fixed_crossed fixed_floors points runs",
+    "zero_shot.along.fixed_crossed": "<floor>",
+    "zero_shot.along.fixed_floors[]": FLOOR,
+    "zero_shot.along.points[]": "blimp fixed step tokens",
+    "zero_shot.along.points[].blimp": INTERVAL,
+    "zero_shot.families[]": "name reference_row rows title",
+    "zero_shot.families[].rows[]": "excluded label method name overall pairs phenomenon vs vs_floor vs_row",
+    "zero_shot.families[].rows[].overall": INTERVAL,
+    "zero_shot.families[].rows[].phenomenon": "<phenomenon>",
+    "zero_shot.families[].rows[].phenomenon.<phenomenon>": INTERVAL,
+    "zero_shot.families[].rows[].vs": COMPARISON,
+    "zero_shot.families[].rows[].vs_floor": COMPARISON,
+    "zero_shot.floor": "excluded_total field order overall phenomenon",
+    "zero_shot.floor.field": "syntax",
+    "zero_shot.floor.phenomenon": "<phenomenon>",
+    "zero_shot.mean": "<run>",
+    "zero_shot.paper": "5-gram GPT-2 LSTM Transformer-XL human",
+    "zero_shot.per_run": "<run>",
+}
+# names that come from the grid, and the mappings whose keys are data (the paper's rows and columns, differences)
+NAMES = {**{run: "<run>" for run in SCORES}, **{c["name"]: "<cell>" for c in CELLS}, **{f: "<floor>" for f in FLOORS},
+         **{m: "<mode>" for m in ("pretrained", "scratch", "tfidf", "frozen_weighted")},
+         **{p: "<phenomenon>" for p in PHENOMENA}}
+DATA_KEYS = {"families[].paper[].rows": "<paper-row>", "families[].rows[].paper": "<paper-column>",
+             "method.power_at_observed": "<difference>"}
+
+
+def _key_tree(data, path: str = "", tree: dict | None = None) -> dict[str, str]:
+    """Each mapping of a JSON document: its path (a list's items as ``[]``) -> its keys, sorted, space-separated;
+    the keys of every mapping at one path merged."""
+    tree = {} if tree is None else tree
+    if isinstance(data, dict):
+        keys = {DATA_KEYS.get(path) or NAMES.get(k, k) for k in data}
+        tree[path] = " ".join(sorted(keys | set(tree.get(path, "").split())))
+        for key, value in data.items():
+            name = DATA_KEYS.get(path) or NAMES.get(key, key)
+            _key_tree(value, f"{path}.{name}" if path else name, tree)
+    elif isinstance(data, list):
+        for value in data:
+            _key_tree(value, f"{path}[]", tree)
+    return tree
+
+
+def test_summary_and_ablations_keep_their_keys(tmp_path):
+    """summary.json and ablations.json are read by users' scripts: the full set of key paths of a report with
+    every section (the floors, the layout probe, NSP, four families, a suite, BLiMP along pretraining) is pinned."""
+    m = tmp_path / "metrics"
+    cfg = _ci_report_config(tmp_path, "suite=table6")
+    names = {"mnli_m": ("MNLI-m", ["accuracy"]), "mrpc": ("MRPC", ["f1", "accuracy"]), "sst2": ("SST-2", ["accuracy"])}
+    for name, run in cfg.runs.items():
+        lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.16)
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, lm, acc, acc + 0.01 * run.pretrain_seed))
+        write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
+        for task, (label, metrics) in names.items():
+            scores = {k: v for k, v in SCORES[name].items() if k in cfg.finetunes[f"{name}-{task}"].modes}
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json",
+                       _suite_finetune(label, metrics, scores, run.pretrain_seed))
+        if run.variant == "baseline":  # BLiMP along pretraining
+            fixed = Path(run.plots, "pretrain_fixed.csv")
+            lines = fixed.read_text().splitlines()
+            fixed.write_text("\n".join([lines[0] + ",blimp", *(f"{line},{0.5 + 0.04 * i + 0.01 * run.pretrain_seed}"
+                                                               for i, line in enumerate(lines[1:]))]) + "\n")
+    write_json(m / "zero_shot_floor.json", {**_zero_shot(0.55), "order": 3})
+    build_report(validate(cfg))
+    ablations = json.loads((tmp_path / "reports" / "ablations.json").read_text())
+    assert json.loads((tmp_path / "reports" / "summary.json").read_text()) == ablations["summary"]
+    expected = {path: " ".join(sorted(keys.split())) for path, keys in ABLATIONS_KEYS.items()}
+    assert _key_tree(ablations) == expected

@@ -48,44 +48,44 @@ def test_smallest_detectable_difference_is_where_power_reaches_80_percent():
 
 def test_clear_difference_is_better_and_its_interval_excludes_zero():
     c = compare([0.50, 0.51, 0.49], [0.45, 0.46, 0.44], test="pooled", runs=(9, 9))
-    assert c["verdict"] == "better" and 0 < c["low"] < c["diff"] < c["high"] and c["diff"] == pytest.approx(0.05)
-    assert c["n_pretrain"] == [3, 3] and c["n_finetune"] == [9, 9] and c["p"] < 0.05
-    assert compare([0.45, 0.46, 0.44], [0.50, 0.51, 0.49])["verdict"] == "worse"
+    assert c.verdict == "better" and 0 < c.low < c.diff < c.high and c.diff == pytest.approx(0.05)
+    assert c.n_pretrain == [3, 3] and c.n_finetune == [9, 9] and c.p < 0.05
+    assert compare([0.45, 0.46, 0.44], [0.50, 0.51, 0.49]).verdict == "worse"
 
 
 def test_overlapping_sides_are_inconclusive_with_the_seeds_it_would_take():
     c = compare([0.50, 0.51, 0.49], [0.48, 0.50, 0.47])
-    assert c["verdict"] == "inconclusive" and c["low"] < 0 < c["high"]
-    assert c["seeds_needed"] is not None and c["seeds_needed"] > 3
+    assert c.verdict == "inconclusive" and c.low < 0 < c.high
+    assert c.seeds_needed is not None and c.seeds_needed > 3
 
 
 def test_one_run_per_side_is_never_a_verdict():
     for test in ("welch", "pooled", "paired", "fixed"):
-        assert compare([0.9], [0.1], test=test)["verdict"] == ONE_RUN
-    assert compare([0.9], [0.1, 0.2, 0.15])["verdict"] == ONE_RUN
+        assert compare([0.9], [0.1], test=test).verdict == ONE_RUN
+    assert compare([0.9], [0.1, 0.2, 0.15]).verdict == ONE_RUN
     # pooled over a family whose other rows have several runs, one run per side is enough
     pooled = pooled_variance([[0.9], [0.1], [0.5, 0.51, 0.49], [0.3, 0.32, 0.31]])
     c = compare([0.9], [0.1], test="pooled", pooled=pooled)
-    assert c["verdict"] == "better" and c["df"] == 4
+    assert c.verdict == "better" and c.df == 4
 
 
 def test_against_a_deterministic_baseline_the_interval_is_of_the_difference():
     c = compare([0.50, 0.51, 0.49], [0.45], test="fixed")
-    assert c["verdict"] == "better" and c["low"] < 0.05 < c["high"] and c["low"] > 0
+    assert c.verdict == "better" and c.low < 0.05 < c.high and c.low > 0
 
 
 def test_paired_modes_of_the_same_runs():
     # the same three pretraining runs: frozen features about 3 points below, whatever the run's luck
     c = compare([0.50, 0.55, 0.45], [0.47, 0.515, 0.425], test="paired")
-    assert c["verdict"] == "better"  # unpaired, the run-to-run spread would hide it
-    assert compare([0.50, 0.55, 0.45], [0.47, 0.515, 0.425])["verdict"] == "inconclusive"
+    assert c.verdict == "better"  # unpaired, the run-to-run spread would hide it
+    assert compare([0.50, 0.55, 0.45], [0.47, 0.515, 0.425]).verdict == "inconclusive"
 
 
 def test_borderline_verdicts_are_marked():
     # p between 0.01 and 0.10 at 95%: another machine may land on the other side of 0.05
     c = compare([0.50, 0.52, 0.49], [0.48, 0.485, 0.47])
-    assert 0.01 <= c["p"] < 0.10 and c["borderline"]
-    assert not compare([0.50, 0.51, 0.49], [0.40, 0.41, 0.39])["borderline"]
+    assert 0.01 <= c.p < 0.10 and c.borderline
+    assert not compare([0.50, 0.51, 0.49], [0.40, 0.41, 0.39]).borderline
 
 
 @pytest.mark.parametrize("confidence", [0, 1, 1.5, -0.1, "high"])

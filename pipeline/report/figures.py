@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
 from pipeline.report.fixed import read_curve as read_fixed_curve  # noqa: E402
+from pipeline.report.model import FamilyResult, Floor, Interval, SuiteCell  # noqa: E402
 from pipeline.report.results import classical_name, percent  # noqa: E402
 
 COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#937860", "#da8bc3"]
@@ -45,16 +46,17 @@ def _smooth(values: list[float], weight: float = 0.8) -> list[float]:
     return out
 
 
-def _dots(ax, xs: list[float], stats: list[dict | None], scale: float, color: str, label: str | None) -> None:
-    """Means as dots, each with its interval as an error bar. ``stats``: {mean, low, high} (low and high None when
+def _dots(ax, xs: list[float], stats: list[Interval | SuiteCell | None], scale: float, color: str,
+          label: str | None) -> None:
+    """Means as dots, each with its interval as an error bar. ``stats``: a mean with low and high (None when
     there is no interval: a bare dot) or None (nothing ran: no dot, rather than one at zero)."""
     kept = [(x, s) for x, s in zip(xs, stats) if s]
     if not kept:
         return
     nan = float("nan")  # matplotlib draws no error bar for a NaN error
-    means = [scale * s["mean"] for _, s in kept]
-    below = [scale * (s["mean"] - s["low"]) if s.get("low") is not None else nan for _, s in kept]
-    above = [scale * (s["high"] - s["mean"]) if s.get("high") is not None else nan for _, s in kept]
+    means = [scale * s.mean for _, s in kept]
+    below = [scale * (s.mean - s.low) if s.low is not None else nan for _, s in kept]
+    above = [scale * (s.high - s.mean) if s.high is not None else nan for _, s in kept]
     ax.errorbar([x for x, _ in kept], means, yerr=[below, above], fmt="o", markersize=6, capsize=4, lw=1.5,
                 color=color, label=label)
 
@@ -115,7 +117,7 @@ def curves_figure(runs: list[tuple[str, str, str]], title: str):
     return fig
 
 
-def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title: str):
+def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title: str):
     """Accuracy at the fixed set's masked positions along pretraining, against steps and training seconds: per row
     the mean over its pretraining runs with a band from the lowest to the highest run, the floors as named
     horizontal lines, and a star where the mean first rises above each floor that reads context."""
@@ -139,19 +141,19 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title:
                 band = True
                 ax.fill_between(xs, [min(a) for a in acc], [max(a) for a in acc], color=color, alpha=0.2, lw=0)
             for floor in floors[1:]:
-                j = next((j for j in range(n) if mean[j] > 100 * floor["accuracy"]), None)
+                j = next((j for j in range(n) if mean[j] > 100 * floor.accuracy), None)
                 if j is not None:
                     star = True
                     ax.plot([xs[j]], [mean[j]], "*", color=color, markersize=11)
     for ax, xlabel in zip(axes, ("pretraining step", "training seconds (validation excluded)")):
         for floor in floors:
-            y = 100 * floor["accuracy"]
-            name = f"{floor['short']} {y:.1f}%"
+            y = 100 * floor.accuracy
+            name = f"{floor.short} {y:.1f}%"
             ax.axhline(y, **REFERENCE, label=name)  # named by the text at its right end
             ax.annotate(name, (1.0, y), xycoords=("axes fraction", "data"), xytext=(3, 0),
                         textcoords="offset points", va="center", fontsize=7, color="#333")
         ax.set(xlabel=xlabel, ylabel="accuracy at the masked positions (%)",
-               ylim=(0, max([100 * f["accuracy"] for f in floors] + [ax.get_ylim()[1]]) + 3))
+               ylim=(0, max([100 * f.accuracy for f in floors] + [ax.get_ylim()[1]]) + 3))
         ax.grid(alpha=0.3)
     if band:
         handles.append(Patch(color="#999", alpha=0.3, label="band: lowest to highest run"))
@@ -166,27 +168,27 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[dict], title:
     return fig
 
 
-def bars_figure(fam: dict, metric: str, modes: list[str], task: str):
+def bars_figure(fam: FamilyResult, metric: str, modes: list[str], task: str):
     """Dev metric per row as dots with error bars (each row's interval, as the test computes it), one colour per
     fine-tuning mode for a family of pretraining variants; TF-IDF as a named dashed line."""
-    rows = [r for r in fam["rows"] if r["ran"]]
-    series = [fam["rows"][0]["name"]] if fam["kind"] == "mode" else modes
+    rows = [r for r in fam.rows if r.ran]
+    series = [fam.rows[0].name] if fam.kind == "mode" else modes
     fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(rows) * max(1, len(series)) ** 0.5) + 2, 3.8))
     scale = 100 if percent(metric) else 1
     width = 0.5 / len(series)  # the offset between one row's modes
     for j, mode in enumerate(series):
-        stats = [r["primary"] if fam["kind"] == "mode" else r["scores"].get(mode) for r in rows]
+        stats = [r.primary if fam.kind == "mode" else r.scores.get(mode) for r in rows]
         xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(rows))]
-        _dots(ax, xs, stats, scale, COLORS[j % len(COLORS)], None if fam["kind"] == "mode" else mode_label(mode))
-    if fam["classical"]:
-        c = scale * fam["classical"]["mean"]
+        _dots(ax, xs, stats, scale, COLORS[j % len(COLORS)], None if fam.kind == "mode" else mode_label(mode))
+    if fam.classical:
+        c = scale * fam.classical.mean
         ax.axhline(c, **REFERENCE, label=f"{classical_name(task)} baseline\n(no pretraining): {c:.1f}")
     ax.set_xlim(-0.5, len(rows) - 0.5)
     ax.margins(y=0.1)
     _min_span(ax, MIN_SPAN if percent(metric) else MIN_SPAN / 100)
-    ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
-    ax.set(xlabel="fine-tuning mode" if fam["kind"] == "mode" else "pretraining setting",
-           ylabel=f"{task} dev {metric} ({'%' if percent(metric) else 'correlation'})", title=fam["title"])
+    ax.set_xticks(range(len(rows)), [r.label for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set(xlabel="fine-tuning mode" if fam.kind == "mode" else "pretraining setting",
+           ylabel=f"{task} dev {metric} ({'%' if percent(metric) else 'correlation'})", title=fam.title)
     ax.grid(axis="y", alpha=0.3)
     _legend(ax)
     fig.tight_layout()
@@ -202,7 +204,7 @@ def suite_figure(fam: dict, columns: list[dict], title: str):
     for j, r in enumerate(rows):
         xs = [i + (j - (len(rows) - 1) / 2) * width for i in range(len(columns))]
         # correlations x 100 too: one axis for every column
-        _dots(ax, xs, [cell if cell["ran"] else None for cell in r["cells"]], 100, COLORS[j % len(COLORS)],
+        _dots(ax, xs, [cell if cell.ran else None for cell in r["cells"]], 100, COLORS[j % len(COLORS)],
               r["label"])
     classical = fam.get("classical") or []
     if any(v is not None for v in classical):
@@ -250,12 +252,12 @@ def along_figure(along: dict, floor: dict | None):
     ax_fixed.plot(steps, [100 * p["fixed"] for p in along["points"]], "o-", color=COLORS[0], lw=1.5, markersize=3,
                   label=f"baseline (mean of {along['runs']} run{'s' if along['runs'] > 1 else ''})")
     blimp = [p["blimp"] for p in along["points"]]
-    ax_blimp.plot(steps, [100 * b["mean"] for b in blimp], "o-", color=COLORS[0], lw=1.5, markersize=3,
+    ax_blimp.plot(steps, [100 * b.mean for b in blimp], "o-", color=COLORS[0], lw=1.5, markersize=3,
                   label="baseline (mean over runs)")
-    if all(b["low"] is not None for b in blimp):
-        ax_blimp.fill_between(steps, [100 * b["low"] for b in blimp], [100 * b["high"] for b in blimp],
+    if all(b.low is not None for b in blimp):
+        ax_blimp.fill_between(steps, [100 * b.low for b in blimp], [100 * b.high for b in blimp],
                               color=COLORS[0], alpha=0.2, lw=0, label="95% interval over runs")
-    lines = [(ax_fixed, 100 * f["accuracy"], f"{f['short']} {100 * f['accuracy']:.1f}%") for f in along["fixed_floors"]]
+    lines = [(ax_fixed, 100 * f.accuracy, f"{f.short} {100 * f.accuracy:.1f}%") for f in along["fixed_floors"]]
     lines.append((ax_blimp, 50.0, "chance 50%"))
     if floor:
         lines.append((ax_blimp, 100 * floor["overall"], f"{floor['order']}-gram floor {100 * floor['overall']:.1f}%"))
@@ -288,7 +290,7 @@ def grammar_figure(fam: dict, floor: dict | None, title: str):
     for i, r in enumerate(fam["rows"]):
         xs = [j + (i - (n - 1) / 2) * 0.6 / n for j in range(len(phenomena))]
         _dots(ax, xs, [r["phenomenon"].get(p) for p in phenomena], 100, COLORS[i % len(COLORS)],
-              f"{r['label']} ({100 * r['overall']['mean']:.1f}% overall)")
+              f"{r['label']} ({100 * r['overall'].mean:.1f}% overall)")
     references = [("chance 50.0%", 50.0)]
     if floor:
         ax.plot(range(len(phenomena)), [100 * floor["phenomenon"].get(p, float("nan")) for p in phenomena], "x",
@@ -323,11 +325,11 @@ def layout_figure(probe: dict):
     fig, ax = plt.subplots(figsize=(11, 4.4))
     for i, row in enumerate(probe["rows"]):
         color = COLORS[i % len(COLORS)]
-        means = [100 * row["cells"][c["name"]]["mean"] for c in cells]
+        means = [100 * row["cells"][c["name"]].mean for c in cells]
         ax.plot(xs, means, "o-", color=color, lw=1.5, markersize=4,
                 label=f"{row['label']} ({row['runs']} run{'s' if row['runs'] > 1 else ''})")
         if row["runs"] > 1:
-            units = [[100 * u for u in row["cells"][c["name"]]["units"]] for c in cells]
+            units = [[100 * u for u in row["cells"][c["name"]].units] for c in cells]
             ax.fill_between(xs, [min(u) for u in units], [max(u) for u in units], color=color, alpha=0.15, lw=0)
     styles = {"majority": ":", "left": "--", "left_right": "-."}
     for floor in probe["floors"]:

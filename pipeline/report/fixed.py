@@ -20,6 +20,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from pipeline.data.ngram import FLOORS, FLOORS_OF
+from pipeline.report.model import BaselineCheck, Crossing, Floor, Interval, Row
 from pipeline.report.stats import compare, pooled_variance
 
 HEADLINE = "fixed/acc_masked"
@@ -31,7 +32,7 @@ def units(pres: list[dict]) -> list[float]:
     return [float(p[HEADLINE]) for p in pres if p.get(HEADLINE) is not None]
 
 
-def interval(values: list[float], confidence: float, pooled: tuple[float, int] | None = None) -> dict | None:
+def interval(values: list[float], confidence: float, pooled: tuple[float, int] | None = None) -> Interval | None:
     """Mean, spread and the t-interval of the mean; with ``pooled`` (variance, df) the family's pooled spread."""
     if not values:
         return None
@@ -39,8 +40,8 @@ def interval(values: list[float], confidence: float, pooled: tuple[float, int] |
     sd = float(np.std(values, ddof=1)) if n > 1 else 0.0
     var, df = pooled if pooled and pooled[1] else (sd ** 2, n - 1)
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(var / n)) if df else None
-    return {"mean": round(mean, 6), "std": round(sd, 6), "low": None if half is None else round(mean - half, 6),
-            "high": None if half is None else round(mean + half, 6), "units": [round(v, 6) for v in values]}
+    return Interval(mean=round(mean, 6), std=round(sd, 6), low=None if half is None else round(mean - half, 6),
+                    high=None if half is None else round(mean + half, 6), units=[round(v, 6) for v in values])
 
 
 def floor_names(lms: list[str]) -> list[str]:
@@ -48,38 +49,39 @@ def floor_names(lms: list[str]) -> list[str]:
     return list(dict.fromkeys(name for lm in lms for name in FLOORS_OF.get(lm, ())))
 
 
-def add_to_family(rows: list[dict], floors: dict[str, dict], previous: bool, confidence: float,
-                  first: str | None = None) -> list[dict]:
-    """Each pretraining row's fixed-set score (``r["fixed"]``) and its test against the reference row (the first,
-    or the one above in a lineage: ``r["vs_fixed"]``), with the spread pooled over the family's rows; and the
+def add_to_family(rows: list[Row], floors: dict[str, dict], previous: bool, confidence: float,
+                  first: str | None = None) -> list[Floor]:
+    """Each pretraining row's fixed-set score (``row.fixed``) and its test against the reference row (the first,
+    or the one above in a lineage: ``row.vs_fixed``), with the spread pooled over the family's rows; and the
     floors that apply to the family's rows, each with its accuracy (returned, weakest first). In a lineage,
     ``first`` names the floor that is its first generation (the n-gram LM): the first row is tested against it."""
-    ran = [r for r in rows if r.get("ran") and r.get("kind") == "variant" and units_of(r)]
-    pooled = pooled_variance([units_of(r) for r in ran])
-    for r in ran:
-        r["fixed"] = interval(units_of(r), confidence, pooled)
-        r["fixed_kinds"] = {k: r["pretrain"].get(f"fixed_{k}") for k in ("replaced", "unchanged", "loss")}
-    for i, r in enumerate(ran):
-        other = (ran[i - 1] if i else None) if previous else (ran[0] if r is not ran[0] else None)
-        r["vs_fixed_row"] = other["label"] if other else None
-        r["vs_fixed"] = compare(units_of(r), units_of(other), test="pooled", pooled=pooled,
-                                confidence=confidence) if other else None
+    ran = [row for row in rows if row.ran and row.kind == "variant" and units_of(row)]
+    pooled = pooled_variance([units_of(row) for row in ran])
+    for row in ran:
+        row.fixed = interval(units_of(row), confidence, pooled)
+        row.fixed_kinds = {"replaced": row.pretrain.fixed_replaced, "unchanged": row.pretrain.fixed_unchanged,
+                           "loss": row.pretrain.fixed_loss}
+    for i, row in enumerate(ran):
+        other = (ran[i - 1] if i else None) if previous else (ran[0] if row is not ran[0] else None)
+        row.vs_fixed_row = other.label if other else None
+        row.vs_fixed = compare(units_of(row), units_of(other), test="pooled", pooled=pooled,
+                               confidence=confidence) if other else None
         if other is None and previous and first in floors:
-            r["vs_fixed_row"] = f"n-gram ({FLOORS[first].label})"
-            r["vs_fixed"] = compare(units_of(r), [floors[first]["masked"]], test="fixed", confidence=confidence)
-        r["vs_floors"] = {name: compare(units_of(r), [floors[name]["masked"]], test="fixed", confidence=confidence)
-                          for name in FLOORS_OF.get(r["pretrain"]["lm"], ()) if name in floors}
-    return [listing(n, floors) for n in floor_names([r["pretrain"]["lm"] for r in ran]) if n in floors]
+            row.vs_fixed_row = f"n-gram ({FLOORS[first].label})"
+            row.vs_fixed = compare(units_of(row), [floors[first]["masked"]], test="fixed", confidence=confidence)
+        row.vs_floors = {name: compare(units_of(row), [floors[name]["masked"]], test="fixed", confidence=confidence)
+                         for name in FLOORS_OF.get(row.pretrain.lm, ()) if name in floors}
+    return [listing(n, floors) for n in floor_names([row.pretrain.lm for row in ran]) if n in floors]
 
 
-def listing(name: str, floors: dict[str, dict]) -> dict:
+def listing(name: str, floors: dict[str, dict]) -> Floor:
     """A floor as the report shows it: its name, label, short label, view and accuracy at the masked positions."""
     f = FLOORS[name]
-    return {"name": name, "label": f.label, "short": f.short, "view": f.view, "accuracy": floors[name]["masked"]}
+    return Floor(name=name, label=f.label, short=f.short, view=f.view, accuracy=floors[name]["masked"])
 
 
-def units_of(r: dict) -> list[float]:
-    return r["pretrain"].get("fixed_units") or []
+def units_of(row: Row) -> list[float]:
+    return row.pretrain.fixed_units or []
 
 
 def read_curve(plots: str | Path | None) -> list[dict[str, float]]:
@@ -106,19 +108,20 @@ def crossing(curve: list[dict[str, float]], level: float) -> dict[str, float] | 
     return None
 
 
-def crossings(plots: list[str | None], floors: list[dict]) -> dict[str, dict]:
+def crossings(plots: list[str | None], floors: list[Floor]) -> dict[str, Crossing]:
     """For each floor: how many of the runs crossed it, and the mean over those of where (``AXES``)."""
     curves = [read_curve(p) for p in plots]
     out = {}
     for floor in floors:
-        hits = [c for c in (crossing(curve, floor["accuracy"]) for curve in curves if curve) if c]
-        out[floor["name"]] = {"runs": sum(1 for c in curves if c), "crossed": len(hits),
-                              **{a: round(float(np.mean([h[a] for h in hits])), 3) if hits and
-                                 all(h[a] is not None for h in hits) else None for a in AXES}}
+        hits = [c for c in (crossing(curve, floor.accuracy) for curve in curves if curve) if c]
+        out[floor.name] = Crossing(runs=sum(1 for c in curves if c), crossed=len(hits),
+                                   **{a: round(float(np.mean([h[a] for h in hits])), 3) if hits and
+                                      all(h[a] is not None for h in hits) else None for a in AXES})
     return out
 
 
-def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, dict], confidence: float) -> dict | None:
+def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, dict],
+                   confidence: float) -> BaselineCheck | None:
     """The baseline against its floors: its fixed-set score, a test against each floor, where its runs crossed
     them, and ``learned``: whether it beats the bigram floor (the report says so before any ablation)."""
     values = units(pres)
@@ -127,8 +130,8 @@ def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, 
     lm = pres[0].get("lm", "mlm")
     names = [n for n in FLOORS_OF.get(lm, ()) if n in floors]
     listed = [listing(n, floors) for n in names]
-    vs = {n: compare(values, [floors[n]["masked"]], test="fixed", confidence=confidence) for n in names}
+    vs_floors = {n: compare(values, [floors[n]["masked"]], test="fixed", confidence=confidence) for n in names}
     bigram = names[1] if len(names) > 1 else None  # the first floor that reads context: left neighbour
-    return {"lm": lm, "fixed": interval(values, confidence), "floors": listed, "vs_floors": vs,
-            "crossings": crossings(plots, listed), "bigram": bigram,
-            "learned": bool(bigram and vs[bigram]["verdict"] == "better")}
+    return BaselineCheck(lm=lm, fixed=interval(values, confidence), floors=listed, vs_floors=vs_floors,
+                         crossings=crossings(plots, listed), bigram=bigram,
+                         learned=bool(bigram and vs_floors[bigram].verdict == "better"))

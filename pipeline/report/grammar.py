@@ -15,6 +15,7 @@ from typing import Mapping
 
 from pipeline.io import read_json
 from pipeline.report.fixed import crossing, interval, read_curve
+from pipeline.report.model import FamilyResult, Floor
 from pipeline.report.stats import compare, pooled_variance
 from pipeline.variants import BASELINE
 from pipeline.zero_shot.blimp import PAPER_OVERALL
@@ -40,27 +41,26 @@ def _row(summaries: list[dict], confidence: float, pooled: tuple[float, int] | N
             "pairs": sum(summaries[0]["pairs"].values())}
 
 
-def family(fam: dict, scored: dict[str, list[dict]], floor: dict | None, confidence: float) -> dict:
+def family(fam: FamilyResult, scored: dict[str, list[dict]], floor: dict | None, confidence: float) -> dict:
     """One family's rows on BLiMP (the variant rows of ``pipeline.report.results.family_result``)."""
-    previous = fam["reference_row"] == "the row above"  # a lineage
-    rows = [r for r in fam["rows"] if r["kind"] == "variant" and r["ran"] and scored.get(r["name"])]
-    units = {r["name"]: [s["overall"] for s in scored[r["name"]]] for r in rows}
+    rows = [r for r in fam.rows if r.kind == "variant" and r.ran and scored.get(r.name)]
+    units = {r.name: [s["overall"] for s in scored[r.name]] for r in rows}
     pooled = pooled_variance(list(units.values()))
     out = []
     for i, r in enumerate(rows):
-        row = {"label": r["label"], "name": r["name"], **_row(scored[r["name"]], confidence, pooled)}
-        other = (rows[i - 1] if i else None) if previous else (rows[0] if i else None)
-        row["vs_row"] = other["label"] if other else None
-        row["vs"] = compare(units[r["name"]], units[other["name"]], test="pooled", pooled=pooled,
+        row = {"label": r.label, "name": r.name, **_row(scored[r.name], confidence, pooled)}
+        other = (rows[i - 1] if i else None) if fam.lineage else (rows[0] if i else None)
+        row["vs_row"] = other.label if other else None
+        row["vs"] = compare(units[r.name], units[other.name], test="pooled", pooled=pooled,
                             confidence=confidence) if other else None
-        row["vs_floor"] = compare(units[r["name"]], [floor["overall"]], test="fixed", confidence=confidence) \
+        row["vs_floor"] = compare(units[r.name], [floor["overall"]], test="fixed", confidence=confidence) \
             if floor else None
         out.append(row)
-    return {"name": fam["name"], "title": fam["title"], "reference_row": "the row above" if previous else
+    return {"name": fam.name, "title": fam.title, "reference_row": "the row above" if fam.lineage else
             (out[0]["label"] if out else None), "rows": out}
 
 
-def along(runs: Mapping[str, Mapping], fixed_floors: list[dict], confidence: float) -> dict | None:
+def along(runs: Mapping[str, Mapping], fixed_floors: list[Floor], confidence: float) -> dict | None:
     """BLiMP along the baseline's pretraining (``fixed/blimp`` in its runs' fixed-set curves, ``zero_shot.along``):
     at each validation the mean over runs of the fixed set's masked accuracy and the BLiMP interval over the runs
     scored there;
@@ -79,16 +79,15 @@ def along(runs: Mapping[str, Mapping], fixed_floors: list[dict], confidence: flo
                else None, "fixed": mean("acc_masked", j),
                "blimp": interval([c[j]["blimp"] for c in curves if "blimp" in c[j]], confidence)} for j in range(n)]
     points = [p for p in points if p["blimp"]]
-    mean_curve = [{"acc_masked": p["fixed"], "blimp": p["blimp"]["mean"], "step": p["step"]} for p in points]
-    crossed = {f["name"]: (crossing(mean_curve, f["accuracy"]) or {}).get("step") for f in fixed_floors}
-    above_chance = next((p["step"] for p in points if p["blimp"]["low"] is not None and p["blimp"]["low"] > 0.5),
-                        None)
+    mean_curve = [{"acc_masked": p["fixed"], "blimp": p["blimp"].mean, "step": p["step"]} for p in points]
+    crossed = {f.name: (crossing(mean_curve, f.accuracy) or {}).get("step") for f in fixed_floors}
+    above_chance = next((p["step"] for p in points if p["blimp"].low is not None and p["blimp"].low > 0.5), None)
     return {"runs": len(curves), "points": points, "fixed_crossed": crossed, "blimp_above_chance": above_chance,
             "fixed_floors": fixed_floors}
 
 
-def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict | None, confidence: float,
-                fixed_floors: list[dict] = ()) -> dict:
+def grid_result(families: list[FamilyResult], runs: Mapping[str, Mapping], floor: dict | None, confidence: float,
+                fixed_floors: list[Floor] = ()) -> dict:
     """BLiMP for the grid: every family's rows, the floor, the paper's numbers; ``scored`` False when nothing
     was (zero_shot.data not configured)."""
     summaries = read_runs(runs)
@@ -99,7 +98,7 @@ def grid_result(families: list[dict], runs: Mapping[str, Mapping], floor: dict |
     return {"scored": bool(scored), "floor": floor and {k: floor[k] for k in ("overall", "phenomenon", "field",
                                                                               "order", "excluded_total")},
             "paper": PAPER_OVERALL, "published": floor.get("published") if floor else None,
-            "families": [family(f, scored, floor, confidence) for f in families if f["kind"] == "variant"],
+            "families": [family(f, scored, floor, confidence) for f in families if f.kind == "variant"],
             "along": along(runs, list(fixed_floors), confidence),
             "per_run": {name: s["overall"] for name, s in summaries.items()},
             "mean": {v: round(sum(s["overall"] for s in ss) / len(ss), 6) for v, ss in scored.items()}}

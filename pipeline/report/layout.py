@@ -15,12 +15,14 @@ validation).
 from __future__ import annotations
 
 import csv
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.data.ngram import FLOORS, FLOORS_OF
 from pipeline.report.fixed import interval
+from pipeline.report.model import LayoutCell
 from pipeline.report.stats import compare
 from pipeline.variants import BASELINE
 
@@ -42,9 +44,9 @@ def row_result(variant: str, label: str, pres: list[dict], cells: list[dict], fl
         values = cell_values(pres, c["name"])
         if not values:
             return None  # a run scored before the probe existed
-        scores[c["name"]] = {**interval(values, confidence),
-                             "vs_floors": {n: compare(values, [floors[n][c["name"]]], test="fixed",
-                                                      confidence=confidence) for n in names}}
+        scores[c["name"]] = LayoutCell(**asdict(interval(values, confidence)),
+                                       vs_floors={n: compare(values, [floors[n][c["name"]]], test="fixed",
+                                                             confidence=confidence) for n in names})
     return {"variant": variant, "label": label, "lm": lm, "runs": len(pres), "floors": names, "cells": scores}
 
 
@@ -54,8 +56,8 @@ def reads(row: dict) -> bool | None:
     if len(row["floors"]) < 2:
         return None
     bigram = row["floors"][1]
-    verdicts = [cell["vs_floors"][bigram]["verdict"] for cell in row["cells"].values()]
-    if any(cell["low"] is None for cell in row["cells"].values()):
+    verdicts = [cell.vs_floors[bigram].verdict for cell in row["cells"].values()]
+    if any(cell.low is None for cell in row["cells"].values()):
         return None
     return all(v == "better" for v in verdicts)
 
@@ -117,7 +119,7 @@ def summary(result: dict | None) -> dict[str, dict]:
         return {}
     out: dict[str, dict] = {}
     for r in result["rows"]:
-        means = {c: s["mean"] for c, s in r["cells"].items()}
+        means = {name: cell.mean for name, cell in r["cells"].items()}
         out[r["variant"]] = {"layout": means, "layout_min": round(min(means.values()), 6),
                              "layout_mean": round(float(np.mean(list(means.values()))), 6)}
     out["floors"] = {"layout": {f["name"]: f["cells"] for f in result["floors"]}}

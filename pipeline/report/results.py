@@ -25,6 +25,8 @@ from pipeline.errors import DataError
 from pipeline.io import read_json
 from pipeline.names import CLASSICAL, FAMILIES, SEED_FREE, check_families
 from pipeline.report import fixed, layout
+from pipeline.report.model import (AblationResults, BaselineCheck, Comparison, FamilyResult, Method, NspCheck,
+                                   PretrainSummary, Row, RunRecord, Score)
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
 
@@ -76,7 +78,7 @@ def by_variant(results: Mapping[str, dict]) -> dict[str, list[dict]]:
     return out
 
 
-def score(runs: list[dict], mode: str, metric: str, confidence: float) -> dict | None:
+def score(runs: list[dict], mode: str, metric: str, confidence: float) -> Score | None:
     """One row's number for ``mode``: its units (per-pretraining-run means; for a mode without pretraining behind
     it, each fine-tuning run), their mean, spread and interval, and the runs behind them."""
     ft = [x for r in runs if mode in r["finetune"]["modes"] for x in r["finetune"]["modes"][mode]["runs"]]
@@ -90,14 +92,14 @@ def score(runs: list[dict], mode: str, metric: str, confidence: float) -> dict |
     mean = float(np.mean(units))
     sd = float(np.std(units, ddof=1)) if n > 1 else 0.0
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)) if n > 1 else None
-    return {"mean": round(mean, 6), "std": round(sd, 6), "low": None if half is None else round(mean - half, 6),
-            "high": None if half is None else round(mean + half, 6), "units": [round(u, 6) for u in units],
-            "groups": [[round(v, 6) for v in g] for g in groups.values()],
-            "n_pretrain": 0 if mode in SEED_FREE else len(groups), "n_finetune": len(ft),
-            "mlflow_run_ids": [x["mlflow_run_id"] for x in ft]}
+    return Score(mean=round(mean, 6), std=round(sd, 6), low=None if half is None else round(mean - half, 6),
+                 high=None if half is None else round(mean + half, 6), units=[round(u, 6) for u in units],
+                 groups=[[round(v, 6) for v in g] for g in groups.values()],
+                 n_pretrain=0 if mode in SEED_FREE else len(groups), n_finetune=len(ft),
+                 mlflow_run_ids=[x["mlflow_run_id"] for x in ft])
 
 
-def pretrain_summary(pres: list[dict]) -> dict:
+def pretrain_summary(pres: list[dict]) -> PretrainSummary:
     """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is the LM's metric prefix
     (``mlm``, ``ltr``, ``bilm`` or ``w2v``). Its own validation accuracy (``val_lm_acc``, on its own masking) is
     shown but never compared across rows; the fixed set's (``fixed_*``, the same positions for every row) is."""
@@ -107,14 +109,13 @@ def pretrain_summary(pres: list[dict]) -> dict:
         values = [p[key] for p in pres if p.get(key) is not None]
         return round(float(np.mean(values)), 6) if values else None
 
-    return {"lm": lm, "val_lm_acc": mean(f"val/{lm}_acc"), "val_perplexity": mean("val/perplexity"),
-            "fixed_acc": mean(fixed.HEADLINE), "fixed_units": fixed.units(pres),
-            "fixed_replaced": mean("fixed/acc_replaced"), "fixed_unchanged": mean("fixed/acc_unchanged"),
-            "fixed_loss": mean("fixed/loss_masked"),
-            "val_loss": mean("val/loss"), "steps": pres[0].get("steps"), "train_seconds": mean("train_seconds"),
-            "parameters": pres[0].get("parameters"), "train_flops_per_token": pres[0].get("train_flops_per_token"),
-            "runs": len(pres), "mlflow_run_id": pres[0].get("mlflow_run_id"),
-            "mlflow_run_ids": [p.get("mlflow_run_id") for p in pres]}
+    return PretrainSummary(
+        lm=lm, val_lm_acc=mean(f"val/{lm}_acc"), val_perplexity=mean("val/perplexity"),
+        fixed_acc=mean(fixed.HEADLINE), fixed_units=fixed.units(pres), fixed_replaced=mean("fixed/acc_replaced"),
+        fixed_unchanged=mean("fixed/acc_unchanged"), fixed_loss=mean("fixed/loss_masked"), val_loss=mean("val/loss"),
+        steps=pres[0].get("steps"), train_seconds=mean("train_seconds"), parameters=pres[0].get("parameters"),
+        train_flops_per_token=pres[0].get("train_flops_per_token"), runs=len(pres),
+        mlflow_run_id=pres[0].get("mlflow_run_id"), mlflow_run_ids=[p.get("mlflow_run_id") for p in pres])
 
 
 def _paper_values(paper: list, row_label: str | None) -> dict[str, float]:
@@ -137,78 +138,87 @@ def choose_test(kind: str, row_mode: str, ref_mode: str) -> str:
 
 
 def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric: str, modes: list[str],
-                  confidence: float, floors: dict[str, dict] | None = None) -> dict:
+                  confidence: float, floors: dict[str, dict] | None = None) -> FamilyResult:
     """One family: its rows in order, each with our numbers, the paper's, and a tested comparison to the first row,
     downstream and on the fixed evaluation set (beside the count-based ``floors`` that apply, and where each row's
     runs crossed them)."""
-    rows = []
-    for row in fam["rows"]:
-        out = {"label": row["label"], "paper_row": row.get("paper"),
-               "paper": _paper_values(fam.get("paper") or [], row.get("paper"))}
-        if "mode" in row:
-            s = score(variants[BASELINE], row["mode"], metric, confidence)
-            if s is None:
-                continue  # the baseline fine-tuning did not run this mode
-            out.update(kind="mode", name=row["mode"], ran=True, scores={row["mode"]: s})
-        else:
-            v = row["variant"]
-            out.update(kind="variant", name=v, ran=v in variants)
-            if v in variants:
-                out["scores"] = {m: score(variants[v], m, metric, confidence) for m in modes}
-                out["pretrain"] = pretrain_summary([r["pretrain"] for r in variants[v]])
-                out["pretrain"]["plots"] = variants[v][0]["plots"]  # its first run's curves (DVC-tracked CSVs)
-                out["pretrain"]["plots_all"] = [r["plots"] for r in variants[v]]
-        rows.append(out)
-    ran = [r for r in rows if r["ran"]]
-    for r in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
-        r["primary"] = r["scores"].get(r["name"] if r["kind"] == "mode" else modes[0])
-    ref = ran[0] if ran else None
-    kind = rows[0]["kind"] if rows else None
+    paper = fam.get("paper") or []
+    rows = [row for spec in fam["rows"] if (row := _row(spec, paper, variants, metric, modes, confidence))]
+    ran = [row for row in rows if row.ran]
+    for row in ran:  # the score rows are compared on: the mode itself, or a variant's first fine-tuning mode
+        row.primary = row.scores.get(row.name if row.kind == "mode" else modes[0])
+    kind = rows[0].kind if rows else None
     pooled = None
-    if kind == "variant":
-        for mode in modes:  # each row's interval with the pooled spread the test uses
-            spread = _pool_intervals([r["scores"].get(mode) for r in ran], confidence)
-            pooled = spread if mode == modes[0] else pooled
+    if kind == "variant":  # each row's interval with the pooled spread the test uses (the first mode's)
+        spreads = [_pool_intervals([row.scores.get(mode) for row in ran], confidence) for mode in modes]
+        pooled = spreads[0] if spreads else None
     classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
     previous = fam.get("compare") == "previous"  # a lineage: each row against the one before it
-    for i, r in enumerate(ran):
-        other = (ran[i - 1] if i else None) if previous else (ref if r is not ref else None)
-        r["vs_row"] = other["label"] if other else \
-            (classical_name(variants[BASELINE][0]["finetune"]["task"]) if previous and classical else None)
-        if other is None or not r["primary"] or not other["primary"]:
-            r["vs"] = compare(r["primary"]["units"], [classical["mean"]], test="fixed", confidence=confidence,
-                              runs=(r["primary"]["n_finetune"], 1)) if previous and classical and r["primary"] \
-                else None
-            continue
-        test = choose_test(kind, r["name"], other["name"])
-        r["vs"] = compare(r["primary"]["units"], other["primary"]["units"], test=test, confidence=confidence,
-                          pooled=pooled, runs=(r["primary"]["n_finetune"], other["primary"]["n_finetune"]))
-    fam_floors = fixed.add_to_family(rows, floors or {}, previous, confidence, fam.get("first_generation")) \
+    _compare_rows(ran, kind, previous, classical, classical_name(variants[BASELINE][0]["finetune"]["task"]), pooled,
+                  confidence)
+    family_floors = fixed.add_to_family(rows, floors or {}, previous, confidence, fam.get("first_generation")) \
         if kind == "variant" else []
-    for r in rows:
-        if r.get("fixed"):
-            r["crossings"] = fixed.crossings(r["pretrain"]["plots_all"], fam_floors)
-    return {"name": name, "title": fam["title"], "question": fam["question"], "kind": kind, "floors": fam_floors,
-            "reference_row": "the row above" if previous else (ref["label"] if ref else None), "rows": rows,
-            "classical": classical,
-            "paper": fam.get("paper") or [], "note": fam.get("note"), "first_generation": fam.get("first_generation")}
+    for row in rows:
+        if row.fixed:
+            row.crossings = fixed.crossings(row.pretrain.plots_all, family_floors)
+    return FamilyResult(name=name, title=fam["title"], question=fam["question"], kind=kind, floors=family_floors,
+                        reference_row="the row above" if previous else (ran[0].label if ran else None), rows=rows,
+                        classical=classical, paper=paper, note=fam.get("note"),
+                        first_generation=fam.get("first_generation"))
 
 
-def _pool_intervals(scores: list[dict | None], confidence: float) -> tuple[float, int]:
+def _row(spec: dict, paper: list, variants: dict[str, list[dict]], metric: str, modes: list[str],
+         confidence: float) -> Row | None:
+    """A family's row from its spec (a fine-tuning mode of the baseline, or a pretraining variant fine-tuned in
+    every mode); None for a mode the baseline's fine-tuning did not run."""
+    named = {"label": spec["label"], "paper_row": spec.get("paper"), "paper": _paper_values(paper, spec.get("paper"))}
+    if "mode" in spec:
+        mode_score = score(variants[BASELINE], spec["mode"], metric, confidence)
+        if mode_score is None:
+            return None
+        return Row(**named, kind="mode", name=spec["mode"], ran=True, scores={spec["mode"]: mode_score})
+    variant = spec["variant"]
+    if variant not in variants:
+        return Row(**named, kind="variant", name=variant, ran=False)
+    runs = variants[variant]
+    pretrain = pretrain_summary([r["pretrain"] for r in runs])
+    pretrain.plots = runs[0]["plots"]  # its first run's curves (DVC-tracked CSVs)
+    pretrain.plots_all = [r["plots"] for r in runs]
+    return Row(**named, kind="variant", name=variant, ran=True, pretrain=pretrain,
+               scores={mode: score(runs, mode, metric, confidence) for mode in modes})
+
+
+def _compare_rows(ran: list[Row], kind: str | None, previous: bool, classical: Score | None, classical_label: str,
+                  pooled: tuple[float, int] | None, confidence: float) -> None:
+    """Each row's test against its reference: the first row, or in a lineage the row above (the first row of a
+    lineage against the classical baseline, a fixed number)."""
+    for i, row in enumerate(ran):
+        other = (ran[i - 1] if i else None) if previous else (ran[0] if row is not ran[0] else None)
+        row.vs_row = other.label if other else (classical_label if previous and classical else None)
+        if other is None or not row.primary or not other.primary:
+            row.vs = compare(row.primary.units, [classical.mean], test="fixed", confidence=confidence,
+                             runs=(row.primary.n_finetune, 1)) if previous and classical and row.primary else None
+            continue
+        row.vs = compare(row.primary.units, other.primary.units, test=choose_test(kind, row.name, other.name),
+                         confidence=confidence, pooled=pooled,
+                         runs=(row.primary.n_finetune, other.primary.n_finetune))
+
+
+def _pool_intervals(scores: list[Score | None], confidence: float) -> tuple[float, int]:
     """Set each score's interval from the variance of a run mean pooled over ``scores``; return (variance, df)."""
-    var, df = pooled_variance([s["units"] for s in scores if s])
+    var, df = pooled_variance([s.units for s in scores if s])
     for s in scores:
         if s and df:
-            half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(var / len(s["units"])))
-            s.update(low=round(s["mean"] - half, 6), high=round(s["mean"] + half, 6))
+            half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df) * math.sqrt(var / len(s.units)))
+            s.low, s.high = round(s.mean - half, 6), round(s.mean + half, 6)
     return var, df
 
 
-def _paper_direction(fam: dict, row: dict, ref: dict) -> tuple[str, int]:
+def _paper_direction(fam: FamilyResult, row: Row, ref: Row) -> tuple[str, int]:
     """What the paper says about ``row`` against ``ref`` (first source with both, its first column), as a clause,
     and its sign."""
-    for block in fam["paper"]:
-        a, b = block["rows"].get(row.get("paper_row")), block["rows"].get(ref.get("paper_row"))
+    for block in fam.paper:
+        a, b = block["rows"].get(row.paper_row), block["rows"].get(ref.paper_row)
         if a is not None and b is not None:
             col, d = block["columns"][0], a[0] - b[0]
             if d == 0:
@@ -223,86 +233,85 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
 
 
-def describe(c: dict, metric: str) -> str:
+def describe(comparison: Comparison, metric: str) -> str:
     """A comparison in words: the verdict, the interval, the p-value, the runs behind each side."""
-    if c["low"] is None:
-        return f"{c['verdict']}: {c['n_pretrain'][0]} vs {c['n_pretrain'][1]} pretraining runs"
-    words = (f"{c['verdict']}{' (borderline)' if c['borderline'] else ''}: "
-             f"{round(100 * c['confidence'])}% interval {_signed(metric, c['low'])} to {_signed(metric, c['high'])}, "
-             f"{p_text(c['p'])}")
-    if c["verdict"] == "inconclusive":
-        n = c["seeds_needed"]
+    c = comparison
+    if c.low is None:
+        return f"{c.verdict}: {c.n_pretrain[0]} vs {c.n_pretrain[1]} pretraining runs"
+    words = (f"{c.verdict}{' (borderline)' if c.borderline else ''}: "
+             f"{round(100 * c.confidence)}% interval {signed(metric, c.low)} to {signed(metric, c.high)}, "
+             f"{p_text(c.p)}")
+    if c.verdict == "inconclusive":
+        n = c.seeds_needed
         words += (f"; about {n} pretraining runs per side would decide a difference this size" if n else
                   "; the difference is too small to decide with any practical number of runs")
     return words
 
 
-def _signed(metric: str, value: float) -> str:
+def signed(metric: str, value: float) -> str:
+    """A difference as the report writes it: its sign (a true minus), then its size in the metric's format."""
     return ("+" if value >= 0 else "−") + fmt(metric, abs(value))
 
 
-def findings(families: list[dict], classical: dict | None, pretrained: dict | None, metric: str, task: str,
+def findings(families: list[FamilyResult], classical: Score | None, pretrained: Score | None, metric: str, task: str,
              confidence: float) -> list[str]:
     """One sentence per comparison, generated from the numbers (never hand-written)."""
-    out = []
-    for fam in families:
-        ran = [r for r in fam["rows"] if r["ran"] and r["primary"]]
-        by_label = {r["label"]: r for r in ran}
-        for r in ran:
-            c = r.get("vs")
-            if c is None:
-                continue
-            ref = by_label.get(r["vs_row"])
-            ref_label, ref_mean = (ref["label"], ref["primary"]["mean"]) if ref else \
-                (f"the {classical_name(task)} baseline", fam["classical"]["mean"])
-            if fmt(metric, abs(c["diff"])) == fmt(metric, 0.0):
-                how = f"is level with {ref_label}"
-            else:
-                how = f"is {fmt(metric, abs(c['diff']))} points {'above' if c['diff'] > 0 else 'below'} {ref_label}"
-            sentence = (f"{fam['title']}: {r['label']} {how} on {task} dev {metric} "
-                        f"({fmt(metric, r['primary']['mean'])} vs {fmt(metric, ref_mean)}; {describe(c, metric)})")
-            paper, sign = _paper_direction(fam, r, ref) if ref else ("", 0)
-            if paper:
-                if c["verdict"] not in ("better", "worse"):
-                    paper += "; too close to tell here"
-                else:
-                    paper += "; the same direction here" if (c["diff"] > 0) == (sign > 0) else \
-                        "; the opposite direction here"
-                sentence += f"; {paper}"
-            out.append(sentence + ".")
+    out = [_row_finding(fam, row, metric, task) for fam in families for row in fam.rows
+           if row.ran and row.primary and row.vs is not None]
     if pretrained and classical:
-        c = compare(pretrained["units"], [classical["mean"]], test="fixed", confidence=confidence)
-        out.append(f"Fine-tuning the baseline is {fmt(metric, abs(c['diff']))} points "
-                   f"{'above' if c['diff'] > 0 else 'below'} the {classical_name(task)} baseline "
-                   f"({fmt(metric, pretrained['mean'])} vs {fmt(metric, classical['mean'])}; {describe(c, metric)}).")
+        c = compare(pretrained.units, [classical.mean], test="fixed", confidence=confidence)
+        out.append(f"Fine-tuning the baseline is {fmt(metric, abs(c.diff))} points "
+                   f"{'above' if c.diff > 0 else 'below'} the {classical_name(task)} baseline "
+                   f"({fmt(metric, pretrained.mean)} vs {fmt(metric, classical.mean)}; {describe(c, metric)}).")
     return out
 
 
-def fixed_findings(intrinsic: dict | None, families: list[dict]) -> list[str]:
+def _row_finding(fam: FamilyResult, row: Row, metric: str, task: str) -> str:
+    """A row's test against its reference in a sentence, and what the paper found about the same two rows."""
+    c = row.vs
+    ref = next((r for r in fam.rows if r.ran and r.primary and r.label == row.vs_row), None)
+    ref_label, ref_mean = (ref.label, ref.primary.mean) if ref else \
+        (f"the {classical_name(task)} baseline", fam.classical.mean)
+    if fmt(metric, abs(c.diff)) == fmt(metric, 0.0):
+        how = f"is level with {ref_label}"
+    else:
+        how = f"is {fmt(metric, abs(c.diff))} points {'above' if c.diff > 0 else 'below'} {ref_label}"
+    sentence = (f"{fam.title}: {row.label} {how} on {task} dev {metric} "
+                f"({fmt(metric, row.primary.mean)} vs {fmt(metric, ref_mean)}; {describe(c, metric)})")
+    paper, sign = _paper_direction(fam, row, ref) if ref else ("", 0)
+    if paper:
+        if c.verdict not in ("better", "worse"):
+            paper += "; too close to tell here"
+        else:
+            paper += "; the same direction here" if (c.diff > 0) == (sign > 0) else "; the opposite direction here"
+        sentence += f"; {paper}"
+    return sentence + "."
+
+
+def fixed_findings(intrinsic: BaselineCheck | None, families: list[FamilyResult]) -> list[str]:
     """The fixed evaluation set in sentences: the baseline against its floors first (a model below the bigram
     floor has not learned what the ablations ask about), then each tested comparison of a family's rows."""
     if not intrinsic:
         return []
-    f = intrinsic["fixed"]
-    parts = [f"{fl['label']} {100 * fl['accuracy']:.1f}%: {describe(intrinsic['vs_floors'][fl['name']], 'accuracy')}"
-             for fl in intrinsic["floors"]]
-    out = [f"The baseline predicts {100 * f['mean']:.1f}% of the fixed evaluation set's masked pieces "
-           f"(mean over {len(f['units'])} pretraining runs); against the count-based floors: " + "; ".join(parts) + "."]
-    if not intrinsic["learned"]:
+    parts = [f"{floor.label} {100 * floor.accuracy:.1f}%: {describe(intrinsic.vs_floors[floor.name], 'accuracy')}"
+             for floor in intrinsic.floors]
+    out = [f"The baseline predicts {100 * intrinsic.fixed.mean:.1f}% of the fixed evaluation set's masked pieces "
+           f"(mean over {len(intrinsic.fixed.units)} pretraining runs); against the count-based floors: "
+           + "; ".join(parts) + "."]
+    if not intrinsic.learned:
         out.append("The baseline does not beat the bigram floor: it has learned piece frequencies, not context, so "
                    "every ablation below is tested on a model that has not learned what it asks about.")
     for fam in families:
-        for r in fam["rows"]:
-            c = r.get("vs_fixed")
-            if c is None or not r.get("fixed"):
+        for row in fam.rows:
+            if row.vs_fixed is None or not row.fixed:
                 continue
-            ref = next((x for x in fam["rows"] if x["label"] == r["vs_fixed_row"] and x.get("fixed")), None)
-            ref_mean = ref["fixed"]["mean"] if ref else None
-            how = "level with" if round(100 * abs(c["diff"]), 1) == 0 else \
-                f"{100 * abs(c['diff']):.1f} points {'above' if c['diff'] > 0 else 'below'}"
-            against = f"{100 * r['fixed']['mean']:.1f}% vs {100 * ref_mean:.1f}%" if ref_mean is not None else \
-                f"{100 * r['fixed']['mean']:.1f}%"
-            out.append(f"{fam['title']}, fixed evaluation set: {r['label']} is {how} {r['vs_fixed_row']} "
+            ref = next((x for x in fam.rows if x.label == row.vs_fixed_row and x.fixed), None)
+            c = row.vs_fixed
+            how = "level with" if round(100 * abs(c.diff), 1) == 0 else \
+                f"{100 * abs(c.diff):.1f} points {'above' if c.diff > 0 else 'below'}"
+            against = f"{100 * row.fixed.mean:.1f}% vs {100 * ref.fixed.mean:.1f}%" if ref else \
+                f"{100 * row.fixed.mean:.1f}%"
+            out.append(f"{fam.title}, fixed evaluation set: {row.label} is {how} {row.vs_fixed_row} "
                        f"({against} of the masked pieces; {describe(c, 'accuracy')}).")
     return out
 
@@ -315,23 +324,23 @@ def layout_findings(probe: dict | None) -> list[str]:
     if not base or len(base["floors"]) < 2:
         return []
     bigram = base["floors"][1]
-    floor = {c["name"]: c for c in probe["cells"]}
-    below = [floor[n]["label"] for n, c in base["cells"].items() if c["vs_floors"][bigram]["verdict"] != "better"]
-    worst = min(base["cells"], key=lambda n: base["cells"][n]["mean"] - next(
-        f["cells"][n] for f in probe["floors"] if f["name"] == bigram))
-    lo = base["cells"][worst]
+    cell_label = {c["name"]: c["label"] for c in probe["cells"]}
+    bigram_floor = next(f["cells"] for f in probe["floors"] if f["name"] == bigram)
+    below = [cell_label[n] for n, cell in base["cells"].items() if cell.vs_floors[bigram].verdict != "better"]
+    worst = min(base["cells"], key=lambda n: base["cells"][n].mean - bigram_floor[n])
+    cells = len(base["cells"])
     if not below:
         return [f"The layout probe: the baseline reads held-out text in every layout it was asked about, above the "
-                f"bigram floor in all {len(base['cells'])} cells (its lowest: {100 * lo['mean']:.1f}% in "
-                f"{floor[worst]['label']})."]
-    if len(below) == len(base["cells"]):
+                f"bigram floor in all {cells} cells (its lowest: {100 * base['cells'][worst].mean:.1f}% in "
+                f"{cell_label[worst]})."]
+    if len(below) == cells:
         return [f"The layout probe: the baseline is not clear of the bigram floor in any of its {len(below)} cells: "
                 "it does not read held-out text better than a table of piece pairs in any layout."]
     return [f"The layout probe: the baseline is not clear of the bigram floor in {len(below)} of "
-            f"{len(base['cells'])} cells ({'; '.join(below)}): it reads some layouts, not ordinary text in general."]
+            f"{cells} cells ({'; '.join(below)}): it reads some layouts, not ordinary text in general."]
 
 
-def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> dict | None:
+def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> NspCheck | None:
     """Next-sentence prediction against its base rate: the share of the fixed set's pairs whose B is the actual
     next segment (its ``meta.json``), the accuracy of always guessing the more common label, and the baseline's
     NSP accuracy on those pairs (``fixed/nsp_acc``) tested against it over the pretraining runs."""
@@ -340,43 +349,43 @@ def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> di
         return None
     actual = float(eval_meta["stats"]["actual_next"])
     base = max(actual, 1 - actual)
-    return {"actual_next": round(actual, 6), "base_rate": round(base, 6),
-            "accuracy": fixed.interval(values, confidence),
-            "vs_base": compare(values, [base], test="fixed", confidence=confidence)}
+    return NspCheck(actual_next=round(actual, 6), base_rate=round(base, 6),
+                    accuracy=fixed.interval(values, confidence),
+                    vs_base=compare(values, [base], test="fixed", confidence=confidence))
 
 
-def nsp_findings(nsp: dict | None) -> list[str]:
+def nsp_findings(nsp: NspCheck | None) -> list[str]:
     if not nsp:
         return []
-    a = nsp["accuracy"]
-    head = (f"Next-sentence prediction: B is the actual next segment in {100 * nsp['actual_next']:.1f}% of the "
-            f"fixed set's pairs, so always guessing the more common label scores {100 * nsp['base_rate']:.1f}%; ")
-    if all(abs(u - nsp["base_rate"]) < 5e-7 for u in a["units"]):
-        return [head + f"the baseline's NSP accuracy is exactly that in all {len(a['units'])} runs: its NSP head "
+    accuracy = nsp.accuracy
+    head = (f"Next-sentence prediction: B is the actual next segment in {100 * nsp.actual_next:.1f}% of the "
+            f"fixed set's pairs, so always guessing the more common label scores {100 * nsp.base_rate:.1f}%; ")
+    if all(abs(u - nsp.base_rate) < 5e-7 for u in accuracy.units):
+        return [head + f"the baseline's NSP accuracy is exactly that in all {len(accuracy.units)} runs: its NSP head "
                        "gives every pair the more common label, and has not learned the task at this budget."]
-    return [head + f"the baseline's NSP accuracy is {100 * a['mean']:.1f}% ({describe(nsp['vs_base'], 'accuracy')})."]
+    return [head + f"the baseline's NSP accuracy is {100 * accuracy.mean:.1f}% ({describe(nsp.vs_base, 'accuracy')})."]
 
 
-def method(variants: dict[str, list[dict]], families: list[dict], metric: str, confidence: float) -> dict:
+def method(variants: dict[str, list[dict]], families: list[FamilyResult], metric: str, confidence: float) -> Method:
     """The design and the test in numbers: runs per row, the noise measured on the baseline's runs, and the
     false-positive rate and power of the test at that noise, by simulation."""
     base = score(variants[BASELINE], "pretrained", metric, confidence)
     seeds = {v: len(runs) for v, runs in variants.items()}
-    m = max((len(g) for g in base["groups"]), default=1) if base else 1
-    sd_p, sd_f = variance_components(base["groups"]) if base else (0.0, 0.0)
-    out = {"pretraining_runs": seeds, "finetune_seeds": m, "confidence": confidence,
-           "sd_pretrain": round(sd_p, 6), "sd_finetune": round(sd_f, 6)}
+    m = max((len(g) for g in base.groups), default=1) if base else 1
+    sd_p, sd_f = variance_components(base.groups) if base else (0.0, 0.0)
+    out = Method(pretraining_runs=seeds, finetune_seeds=m, confidence=confidence, sd_pretrain=round(sd_p, 6),
+                 sd_finetune=round(sd_f, 6))
     ks = [seeds[BASELINE], *(seeds[v] for v in seeds if v != BASELINE)] if len(seeds) > 1 else \
         [seeds[BASELINE], seeds[BASELINE]]
     if (sd_p or sd_f) and sum(k - 1 for k in ks):
         null = simulate(0.0, sd_p, sd_f, ks, m, sims=20000, confidence=confidence, seed=0)
-        out["false_positive_rate"] = round(null["better"] + null["worse"], 4)
-        out["smallest_detectable"] = round(smallest_detectable(sd_p, sd_f, ks, m, confidence=confidence), 6)
-        observed = sorted({abs(r["vs"]["diff"]) for f in families if f["kind"] == "variant"
-                           for r in f["rows"] if r.get("vs") and r.get("vs_row") in {x["label"] for x in f["rows"]}})
-        out["power_at_observed"] = {fmt(metric, d): round(simulate(d, sd_p, sd_f, ks, m, sims=20000,
-                                                                   confidence=confidence, seed=1)["better"], 3)
-                                    for d in observed}
+        out.false_positive_rate = round(null["better"] + null["worse"], 4)
+        out.smallest_detectable = round(smallest_detectable(sd_p, sd_f, ks, m, confidence=confidence), 6)
+        observed = sorted({abs(row.vs.diff) for fam in families if fam.kind == "variant" for row in fam.rows
+                           if row.vs and row.vs_row in {x.label for x in fam.rows}})
+        out.power_at_observed = {fmt(metric, d): round(simulate(d, sd_p, sd_f, ks, m, sims=20000,
+                                                                confidence=confidence, seed=1)["better"], 3)
+                                 for d in observed}
     return out
 
 
@@ -387,9 +396,9 @@ def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dic
     out: dict[str, dict] = {"floors": {n: f["masked"] for n, f in floors.items()}} if floors else {}
     for v, runs in variants.items():
         pre = pretrain_summary([r["pretrain"] for r in runs])
-        row = {"fixed_acc": pre["fixed_acc"]} if pre["fixed_acc"] is not None else {}
-        if pre["val_lm_acc"] is not None:
-            row[f"val_{pre['lm']}_acc"] = pre["val_lm_acc"]
+        row = {"fixed_acc": pre.fixed_acc} if pre.fixed_acc is not None else {}
+        if pre.val_lm_acc is not None:
+            row[f"val_{pre.lm}_acc"] = pre.val_lm_acc
         for mode in runs[0]["finetune"]["modes"]:
             values = [x[metric] for r in runs if mode in r["finetune"]["modes"]
                       for x in r["finetune"]["modes"][mode]["runs"]]
@@ -398,21 +407,36 @@ def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dic
     return out
 
 
-def row_labels(families: list[dict]) -> dict[str, str]:
+def row_labels(families: list[FamilyResult]) -> dict[str, str]:
     """Each pretraining variant's label in the first family table that shows it (the baseline: "the baseline",
     whatever a family calls it)."""
     out: dict[str, str] = {BASELINE: "the baseline"}
     for fam in families:
-        for r in fam["rows"]:
-            if r["kind"] == "variant":
-                out.setdefault(r["name"], r["label"])
+        for row in fam.rows:
+            if row.kind == "variant":
+                out.setdefault(row.name, row.label)
     return out
+
+
+def table_entry(row: Row) -> dict[str, float]:
+    """A row's numbers as a flat mapping, which `dvc metrics show` and `dvc exp show` list (they skip lists)."""
+    entry = {f"{mode}_{k}": getattr(s, k) for mode, s in row.scores.items() if s
+             for k in ("mean", "low", "high", "n_pretrain", "n_finetune") if getattr(s, k) is not None}
+    if row.vs and row.vs.low is not None:
+        entry.update({"vs_diff": row.vs.diff, "vs_low": row.vs.low, "vs_high": row.vs.high, "vs_p": row.vs.p})
+    if row.fixed:
+        entry.update({f"fixed_{k}": getattr(row.fixed, k) for k in ("mean", "low", "high")
+                      if getattr(row.fixed, k) is not None})
+    if row.vs_fixed and row.vs_fixed.low is not None:
+        entry.update({"fixed_vs_diff": row.vs_fixed.diff, "fixed_vs_low": row.vs_fixed.low,
+                      "fixed_vs_high": row.vs_fixed.high, "fixed_vs_p": row.vs_fixed.p})
+    return entry
 
 
 def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[str, dict], modes: list[str],
                      confidence: float = 0.95, task: str | None = None, floors: dict[str, dict] | None = None,
-                     eval_meta: dict | None = None) -> dict:
-    """Everything the report shows about the grid, JSON-ready (``reports/ablations.json``).
+                     eval_meta: dict | None = None) -> AblationResults:
+    """Everything the report shows about the grid (``reports/ablations.json``).
 
     ``runs``: each run of the grid (the baseline's first) with its ``variant``, ``pretrain_seed`` and
     ``metrics`` folder; ``families``: the table specs (``load_families``); ``modes``: how each variant
@@ -429,44 +453,37 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
     base_runs = variants[BASELINE]
     intrinsic = fixed.baseline_check([r["pretrain"] for r in base_runs], [r["plots"] for r in base_runs],
                                      floors or {}, confidence)
-    classical = score(variants[BASELINE], CLASSICAL, metric, confidence)
-    pretrained = score(variants[BASELINE], "pretrained", metric, confidence)
-    # The same numbers as nested mappings, which `dvc metrics show` and `dvc exp show` list (they skip lists).
-    table = {}
-    for f in fams:
-        table[f["name"]] = {}
-        for r in f["rows"]:
-            if not r["ran"]:
-                continue
-            entry = {f"{mode}_{k}": s[k] for mode, s in r["scores"].items() if s
-                     for k in ("mean", "low", "high", "n_pretrain", "n_finetune") if s[k] is not None}
-            c = r.get("vs")
-            if c and c.get("low") is not None:
-                entry.update({"vs_diff": c["diff"], "vs_low": c["low"], "vs_high": c["high"], "vs_p": c["p"]})
-            if r.get("fixed"):
-                entry.update({f"fixed_{k}": r["fixed"][k] for k in ("mean", "low", "high") if r["fixed"][k] is not None})
-            c = r.get("vs_fixed")
-            if c and c.get("low") is not None:
-                entry.update({"fixed_vs_diff": c["diff"], "fixed_vs_low": c["low"], "fixed_vs_high": c["high"],
-                              "fixed_vs_p": c["p"]})
-            table[f["name"]][r["name"]] = entry
+    if intrinsic and eval_meta:
+        intrinsic.built = {**eval_meta["stats"], "settings": eval_meta["settings"]}
+    classical = score(base_runs, CLASSICAL, metric, confidence)
+    pretrained = score(base_runs, "pretrained", metric, confidence)
     probe = layout.grid_result(variants, row_labels(fams), eval_meta, confidence)
+    nsp = nsp_check([r["pretrain"] for r in base_runs], eval_meta, confidence)
+    return AblationResults(
+        grid=grid, task=ft["task"], metric=metric, variant_modes=modes, families=fams,
+        method=method(variants, fams, metric, confidence), intrinsic=intrinsic, layout=probe, nsp=nsp,
+        findings=fixed_findings(intrinsic, fams) + layout_findings(probe) + nsp_findings(nsp)
+        + findings(fams, classical, pretrained, metric, ft["task"], confidence),
+        table={f.name: {row.name: table_entry(row) for row in f.rows if row.ran} for f in fams},
+        summary=_summary(variants, metric, floors, probe, nsp),
+        runs={name: _run_record(r) for name, r in results.items()})
+
+
+def _summary(variants: dict[str, list[dict]], metric: str, floors: dict[str, dict] | None, probe: dict | None,
+             nsp: NspCheck | None) -> dict[str, dict]:
+    """``summary.json``: the headline numbers, the layout probe's and NSP's base rate."""
     summary = headline(variants, metric, floors)
     for row, numbers in layout.summary(probe).items():
         summary.setdefault(row, {}).update(numbers)
-    if intrinsic and eval_meta:
-        intrinsic["built"] = {**eval_meta["stats"], "settings": eval_meta["settings"]}
-    nsp = nsp_check([r["pretrain"] for r in base_runs], eval_meta, confidence)
     if nsp:
-        summary.setdefault(BASELINE, {})["fixed_nsp_acc"] = nsp["accuracy"]["mean"]
-        summary.setdefault("floors", {})["nsp_base_rate"] = nsp["base_rate"]
-    return {"grid": grid, "table": table, "summary": summary, "task": ft["task"],
-            "metric": metric, "variant_modes": modes, "intrinsic": intrinsic, "layout": probe, "nsp": nsp,
-            "method": method(variants, fams, metric, confidence), "families": fams,
-            "findings": fixed_findings(intrinsic, fams) + layout_findings(probe) + nsp_findings(nsp)
-            + findings(fams, classical, pretrained, metric, ft["task"], confidence),
-            "runs": {name: {"variant": r["variant"], "pretrain_seed": r["pretrain_seed"],
-                            "pretrain": {**pretrain_summary([r["pretrain"]]), "plots": r["plots"]},
-                            "finetune_runs": {m: [x["mlflow_run_id"] for x in v["runs"]]
-                                              for m, v in r["finetune"]["modes"].items()}}
-                     for name, r in results.items()}}
+        summary.setdefault(BASELINE, {})["fixed_nsp_acc"] = nsp.accuracy.mean
+        summary.setdefault("floors", {})["nsp_base_rate"] = nsp.base_rate
+    return summary
+
+
+def _run_record(run: dict) -> RunRecord:
+    pretrain = pretrain_summary([run["pretrain"]])
+    pretrain.plots = run["plots"]
+    return RunRecord(variant=run["variant"], pretrain_seed=run["pretrain_seed"], pretrain=pretrain,
+                     finetune_runs={mode: [x["mlflow_run_id"] for x in v["runs"]]
+                                    for mode, v in run["finetune"]["modes"].items()})

@@ -37,6 +37,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
+from pipeline.report.model import Comparison
 from pipeline.settings import CONFIDENCE
 
 VERDICTS = ("better", "worse", "inconclusive")
@@ -68,7 +69,7 @@ TESTS = {
 
 
 def compare(a: Sequence[float], b: Sequence[float], *, test: str = "welch", confidence: float = 0.95,
-            pooled: tuple[float, int] | None = None, runs: tuple[int, int] | None = None) -> dict:
+            pooled: tuple[float, int] | None = None, runs: tuple[int, int] | None = None) -> Comparison:
     """``a`` against ``b``: the difference of means, its interval, the p-value and the verdict.
 
     ``a`` and ``b`` are per-pretraining-run means (``unit_means``). ``test``:
@@ -81,38 +82,38 @@ def compare(a: Sequence[float], b: Sequence[float], *, test: str = "welch", conf
     CONFIDENCE.check("report.confidence", confidence)
     a, b = np.asarray(a, float), np.asarray(b, float)
     alpha = 1 - confidence
-    out = {"diff": round(float(a.mean() - b.mean()), 6), "low": None, "high": None, "p": None,
-           "n_pretrain": [int(len(a)), int(len(b))], "n_finetune": list(runs) if runs else None,
-           "test": TESTS[test], "confidence": confidence, "borderline": False, "seeds_needed": None}
+    out = Comparison(diff=round(float(a.mean() - b.mean()), 6), n_pretrain=[int(len(a)), int(len(b))],
+                     n_finetune=list(runs) if runs else None, test=TESTS[test], confidence=confidence, verdict=ONE_RUN)
     diff = float(a.mean() - b.mean())
     if test == "pooled":
         var, df = pooled if pooled is not None else pooled_variance([a, b])
         if not df:
-            return {**out, "verdict": ONE_RUN}
+            return out
         se = math.sqrt(var * (1 / len(a) + 1 / len(b)))
     elif test == "welch":
         if len(a) < 2 or len(b) < 2:
-            return {**out, "verdict": ONE_RUN}
+            return out
         va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
         se = math.sqrt(va + vb)
         df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se else 1
     elif test in ("paired", "fixed"):
         d = a - b if test == "paired" else a
         if len(d) < 2:
-            return {**out, "verdict": ONE_RUN}
+            return out
         se, df = float(d.std(ddof=1)) / math.sqrt(len(d)), len(d) - 1
     else:
         raise ValueError(f"test={test!r}: expected one of {', '.join(TESTS)}")
     if not se:  # no spread on either side: every run gave the same score
-        return {**out, "verdict": "inconclusive (no spread between runs)"}
+        out.verdict = "inconclusive (no spread between runs)"
+        return out
     t = stats.t.ppf(1 - alpha / 2, df)
     p = float(2 * stats.t.sf(abs(diff) / se, df))
-    verdict = ("better" if diff > 0 else "worse") if p < alpha else "inconclusive"
-    out.update(low=round(diff - t * se, 6), high=round(diff + t * se, 6), p=round(p, 6), df=round(float(df), 2),
-               verdict=verdict, borderline=bool(alpha / 5 <= p < 2 * alpha))
-    if verdict == "inconclusive":
+    out.low, out.high, out.p, out.df = round(diff - t * se, 6), round(diff + t * se, 6), round(p, 6), round(float(df), 2)
+    out.verdict = ("better" if diff > 0 else "worse") if p < alpha else "inconclusive"
+    out.borderline = bool(alpha / 5 <= p < 2 * alpha)
+    if out.verdict == "inconclusive":
         sd = se / math.sqrt(1 / len(a) + 1 / len(b)) if test in ("pooled", "welch") else se * math.sqrt(len(a))
-        out["seeds_needed"] = seeds_needed(abs(diff), sd, alpha, one_sided_sample=test in ("paired", "fixed"))
+        out.seeds_needed = seeds_needed(abs(diff), sd, alpha, one_sided_sample=test in ("paired", "fixed"))
     return out
 
 

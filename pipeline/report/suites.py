@@ -12,7 +12,8 @@ from typing import Mapping
 
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import mode_label
-from pipeline.report.results import BASELINE, _signed, by_variant, family_result, load_runs, score
+from pipeline.report.model import AblationResults, FamilyResult, Row, SuiteCell
+from pipeline.report.results import BASELINE, signed, by_variant, family_result, load_runs, score
 
 
 def first_task(suite: Mapping) -> str:
@@ -53,38 +54,38 @@ def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[
                      "comparable": ft.get("comparable", True)})
         for name, spec in families.items():
             tables[name].append(family_result(name, spec, variants, metric, col_modes, confidence))
-    fams = []
-    for name, spec in families.items():
-        rows = []
-        by_label = [{r["label"]: r for r in fr["rows"]} for fr in tables[name]]  # a mode row a task lacks is absent
-        for label in (row["label"] for row in spec["rows"]):
-            present = [rs[label] for rs in by_label if label in rs]
-            if not present:
-                continue
-            row, cells = present[0], []
-            for col, rs in zip(cols, by_label):
-                r = rs.get(label)
-                paper = r["paper"].get(col["paper"]) if r and col["paper"] else None
-                if r is None or not r["ran"] or not r.get("primary"):
-                    cells.append({"ran": False, "paper": paper})
-                    continue
-                p, c = r["primary"], r.get("vs")
-                cells.append({"ran": True, "mean": p["mean"], "low": p["low"], "high": p["high"],
-                              "n_pretrain": p["n_pretrain"], "n_finetune": p["n_finetune"], "vs": c,
-                              "vs_row": r.get("vs_row"), "paper": paper})
-            rows.append({"label": label, "name": row["name"], "ran": any(r["ran"] for r in present),
-                         "cells": cells})
-        fams.append({"name": name, "title": spec["title"], "reference_row": tables[name][0]["reference_row"],
-                     "rows": rows, "classical": [fr["classical"]["mean"] if fr["classical"] else None
-                                                 for fr in tables[name]]})
+    fams = [suite_family(name, spec, cols, tables[name]) for name, spec in families.items()]
     summary: dict[str, dict[str, float]] = {}  # per variant, each column's score (its mode, else the grid's first)
     for col in cols:
         mode = col["mode"] or modes[0]
         for variant, vruns in per_task[col["task"]].items():
             s = score(vruns, mode, col["metric"], confidence)
             if s:
-                summary.setdefault(variant, {})[f"{col['task']}/{mode}_{col['metric']}"] = s["mean"]
+                summary.setdefault(variant, {})[f"{col['task']}/{mode}_{col['metric']}"] = s.mean
     return {"name": suite.get("name"), "columns": cols, "families": fams, "summary": summary}
+
+
+def suite_family(name: str, spec: dict, cols: list[dict], tables: list[FamilyResult]) -> dict:
+    """A family across the suite's columns: each row's cell in each column (its table on that column's task)."""
+    rows = []
+    by_label = [{r.label: r for r in table.rows} for table in tables]  # a mode row a task lacks is absent
+    for label in (row["label"] for row in spec["rows"]):
+        present = [rs[label] for rs in by_label if label in rs]
+        if present:
+            rows.append({"label": label, "name": present[0].name, "ran": any(r.ran for r in present),
+                         "cells": [suite_cell(rs.get(label), col) for col, rs in zip(cols, by_label)]})
+    return {"name": name, "title": spec["title"], "reference_row": tables[0].reference_row, "rows": rows,
+            "classical": [table.classical.mean if table.classical else None for table in tables]}
+
+
+def suite_cell(row: Row | None, col: dict) -> SuiteCell:
+    """A row's cell in one column: its primary score there and its test (not ran: the paper's number alone)."""
+    paper = row.paper.get(col["paper"]) if row and col["paper"] else None
+    if row is None or not row.ran or not row.primary:
+        return SuiteCell(ran=False, paper=paper)
+    s = row.primary
+    return SuiteCell(ran=True, paper=paper, mean=s.mean, low=s.low, high=s.high, n_pretrain=s.n_pretrain,
+                     n_finetune=s.n_finetune, vs=row.vs, vs_row=row.vs_row)
 
 
 def suite_findings(suite: dict) -> list[str]:
@@ -96,37 +97,36 @@ def suite_findings(suite: dict) -> list[str]:
         for r in fam["rows"]:
             parts = []
             for col, cell, ref_cell in zip(suite["columns"], r["cells"], ref["cells"] if ref else []):
-                c = cell.get("vs")
-                if not cell["ran"] or c is None:
+                if not cell.ran or cell.vs is None:
                     continue
-                part = f"{col['label']} {_signed(col['metric'], c['diff'])} ({c['verdict']})"
-                if cell["paper"] is not None and ref_cell.get("paper") is not None \
-                        and cell.get("vs_row") == ref["label"]:
-                    part += f", paper {cell['paper'] - ref_cell['paper']:+.1f}".replace("-", "−")
+                part = f"{col['label']} {signed(col['metric'], cell.vs.diff)} ({cell.vs.verdict})"
+                if cell.paper is not None and ref_cell.paper is not None and cell.vs_row == ref["label"]:
+                    part += f", paper {cell.paper - ref_cell.paper:+.1f}".replace("-", "−")
                 parts.append(part)
             if parts:
-                against = r["cells"][0].get("vs_row") or fam["reference_row"]
+                against = r["cells"][0].vs_row or fam["reference_row"]
                 out.append(f"{fam['title']}, across suite {suite['name']}: {r['label']} against {against}: "
                            + "; ".join(parts) + ".")
     return out
 
 
-def add_suite(res: dict, runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[str, dict],
-              modes: list[str], confidence: float) -> dict:
+def add_suite(res: AblationResults, runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[str, dict],
+              modes: list[str], confidence: float) -> AblationResults:
     """``res`` (``ablation_results`` of the suite's first task) with every column of the suite: ``suite``, its
     findings first, each variant's score per column in ``summary`` and each cell's numbers in ``table``."""
-    res["suite"] = suite_result(runs, suite, families, modes, confidence)
-    res["findings"] = [*suite_findings(res["suite"]), *res["findings"]]
-    for variant, numbers in res["suite"].pop("summary").items():  # what `dvc exp show` lists
-        res["summary"].setdefault(variant, {}).update(numbers)
-    for i, col in enumerate(res["suite"]["columns"]):  # each cell's numbers in the grid's MLflow run
+    res.suite = suite_result(runs, suite, families, modes, confidence)
+    res.findings = [*suite_findings(res.suite), *res.findings]
+    for variant, numbers in res.suite.pop("summary").items():  # what `dvc exp show` lists
+        res.summary.setdefault(variant, {}).update(numbers)
+    for i, col in enumerate(res.suite["columns"]):  # each cell's numbers in the grid's MLflow run
         key = f"{col['task']}/{col['mode'] or 'primary'}_{col['metric']}"
-        for fam in res["suite"]["families"]:
+        for fam in res.suite["families"]:
             for r in fam["rows"]:
                 cell = r["cells"][i]
-                if cell["ran"]:
-                    entry = res["table"].setdefault(fam["name"], {}).setdefault(r["name"], {})
-                    entry.update({f"{key}_{k}": cell[k] for k in ("mean", "low", "high") if cell[k] is not None})
-                    if cell["vs"] and cell["vs"].get("p") is not None:
-                        entry[f"{key}_vs_p"] = cell["vs"]["p"]
+                if cell.ran:
+                    entry = res.table.setdefault(fam["name"], {}).setdefault(r["name"], {})
+                    entry.update({f"{key}_{k}": getattr(cell, k) for k in ("mean", "low", "high")
+                                  if getattr(cell, k) is not None})
+                    if cell.vs and cell.vs.p is not None:
+                        entry[f"{key}_vs_p"] = cell.vs.p
     return res

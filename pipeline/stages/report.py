@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pipeline.io import read_json
 from pipeline.report import grammar
+from pipeline.report.model import AblationResults
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
 from pipeline.report.suites import add_suite, first_task
@@ -18,7 +19,7 @@ from pipeline.settings import Lab, as_plain
 from pipeline.tracking import check_tracking, record_grid, redact
 
 
-def run(lab: Lab) -> dict:
+def run(lab: Lab) -> AblationResults:
     check_tracking(lab.tracking)
     grid, confidence, paths = lab.grid, lab.report.confidence, lab.paths
     runs = {name: as_plain(spec) for name, spec in lab.runs.items()}
@@ -41,26 +42,26 @@ def run(lab: Lab) -> dict:
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
                  probe=read_json(probe) if (probe := Path(paths.metrics) / "probe.json").exists() else None)
-    record_grid(lab.tracking, grid.name, grid_metrics(res), [r["pretrain"]["mlflow_run_id"] for r in res["runs"].values()],
+    record_grid(lab.tracking, grid.name, grid_metrics(res), [r.pretrain.mlflow_run_id for r in res.runs.values()],
                 Path(paths.reports))
     return res
 
 
-def add_grammar(res: dict, runs: dict, floor: dict | None, confidence: float) -> None:
+def add_grammar(res: AblationResults, runs: dict, floor: dict | None, confidence: float) -> None:
     """BLiMP zero-shot (``pipeline.report.grammar``) into the results, and each row's overall score and the
     floor's into ``summary.json``."""
-    res["zero_shot"] = grammar.grid_result(res["families"], runs, floor, confidence,
-                                           (res.get("intrinsic") or {}).get("floors", []))
-    for variant, mean in res["zero_shot"]["mean"].items():
-        res["summary"].setdefault(variant, {})["blimp_overall"] = mean
-    if res["zero_shot"]["floor"]:
-        res["summary"].setdefault("floors", {})["blimp_ngram"] = res["zero_shot"]["floor"]["overall"]
+    res.zero_shot = grammar.grid_result(res.families, runs, floor, confidence,
+                                        res.intrinsic.floors if res.intrinsic else [])
+    for variant, mean in res.zero_shot["mean"].items():
+        res.summary.setdefault(variant, {})["blimp_overall"] = mean
+    if res.zero_shot["floor"]:
+        res.summary.setdefault("floors", {})["blimp_ngram"] = res.zero_shot["floor"]["overall"]
 
 
-def grid_metrics(res: dict) -> dict[str, float]:
+def grid_metrics(res: AblationResults) -> dict[str, float]:
     """The report's numbers as MLflow metrics: ``<row>/<number>`` of ``summary.json`` and
     ``<family>/<row>/<number>`` of its tables (means, intervals, differences, p-values)."""
-    out = {f"{row}/{k}": v for row, numbers in res["summary"].items() for k, v in numbers.items()}
-    out.update({f"{fam}/{row}/{k}": v for fam, rows in res["table"].items() for row, numbers in rows.items()
+    out = {f"{row}/{k}": v for row, numbers in res.summary.items() for k, v in numbers.items()}
+    out.update({f"{fam}/{row}/{k}": v for fam, rows in res.table.items() for row, numbers in rows.items()
                 for k, v in numbers.items()})
     return {k: float(v) for k, v in out.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
