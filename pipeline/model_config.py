@@ -13,7 +13,7 @@ is registered in ``pipeline.architectures``.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from pipeline.errors import ConfigError
 from pipeline.values import is_number
@@ -36,12 +36,19 @@ def _refuse(key: str, value, expected: str):
     raise ConfigError(f"model.{key}={value!r} is not allowed: expected {expected}")
 
 
+class LMKind(NamedTuple):
+    """How the report names a kind of language model (by its metric prefix): in a table cell, and in a legend."""
+    short: str
+    long: str
+
+
 class ModelConfig:
     """What every architecture's config declares. Its subclasses here are the architectures ``model.architecture``
     may name (``config_classes``)."""
 
     architecture: ClassVar[str]       # model.architecture
     objectives: ClassVar[dict[str, str]]  # objective.lm it trains -> the prefix of its metrics (val/<prefix>_acc)
+    kinds: ClassVar[dict[str, LMKind]]    # each metric prefix -> its names in the report
 
     @staticmethod
     def objective_fields(lm: str) -> dict:
@@ -79,6 +86,7 @@ class BertConfig(ModelConfig):
 
     architecture: ClassVar[str] = "bert"
     objectives: ClassVar[dict[str, str]] = {"masked": "mlm", "left_to_right": "ltr"}
+    kinds: ClassVar[dict[str, LMKind]] = {"mlm": LMKind("MLM", "masked LM"), "ltr": LMKind("LTR", "left-to-right LM")}
 
     @staticmethod
     def objective_fields(lm: str) -> dict:
@@ -140,6 +148,7 @@ class StaticConfig(ModelConfig):
 
     architecture: ClassVar[str] = "word2vec"
     objectives: ClassVar[dict[str, str]] = {"cbow": "w2v", "skipgram": "w2v"}
+    kinds: ClassVar[dict[str, LMKind]] = {"w2v": LMKind("w2v", "word2vec")}
 
     @staticmethod
     def objective_fields(lm: str) -> dict:
@@ -184,6 +193,7 @@ class ElmoConfig(ModelConfig):
 
     architecture: ClassVar[str] = "elmo"
     objectives: ClassVar[dict[str, str]] = {"bilm": "bilm"}
+    kinds: ClassVar[dict[str, LMKind]] = {"bilm": LMKind("biLM", "two directional LMs")}
 
     def __post_init__(self) -> None:
         for key in ("vocab_size", "embedding_size", "lstm_size", "num_layers"):
@@ -254,6 +264,7 @@ def build_config(settings: dict, vocab_size: int, lm: str | None) -> ModelConfig
 # objective.lm: every objective some architecture trains, and the prefix of its metrics (val/<prefix>_acc)
 METRIC_PREFIX = {lm: prefix for c in config_classes().values() for lm, prefix in c.objectives.items()}
 LM_OBJECTIVES = tuple(METRIC_PREFIX)
+LM_KINDS = {prefix: kind for c in config_classes().values() for prefix, kind in c.kinds.items()}
 
 
 def metric_prefix(lm: str) -> str:

@@ -12,7 +12,8 @@ import torch
 from conftest import ROOT
 from pipeline.config import compose, validate
 from pipeline.errors import ConfigError, DataError
-from pipeline.model_config import LM_OBJECTIVES, BertConfig, ElmoConfig, StaticConfig, build_config, config_classes, metric_prefix
+from pipeline.model_config import (LM_KINDS, LM_OBJECTIVES, METRIC_PREFIX, BertConfig, ElmoConfig, StaticConfig,
+                                   build_config, config_classes, metric_prefix)
 from pipeline.model.downstream import Encoder
 from pipeline.architectures import ARCHITECTURES, architecture, architecture_of
 
@@ -140,6 +141,18 @@ def test_no_module_dispatches_on_an_architecture_s_name_or_class():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
                 used = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
                 assert not classes & used, (path.name, ast.unparse(node))
+
+
+
+def test_the_report_names_each_kind_of_lm_as_its_config_class_does():
+    """Every metric prefix an architecture trains has its names (``LMKind``) in its config class; the report keeps
+    no table of its own keyed by them."""
+    assert set(LM_KINDS) == set(METRIC_PREFIX.values())
+    for path in _sources("pipeline/report/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                assert not set(LM_KINDS) & keys, (path.name, ast.unparse(node))
 
 
 # -------------------------------------------------------------------------- fine-tuning runners

@@ -20,6 +20,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pipeline.finetune.modes import mode_label  # noqa: E402
+from pipeline.model_config import LM_KINDS  # noqa: E402
 from pipeline.report.fixed import read_curve as read_fixed_curve  # noqa: E402
 from pipeline.report.model import FamilyResult, Floor, Interval, SuiteCell  # noqa: E402
 from pipeline.report.results import classical_name, percent  # noqa: E402
@@ -28,7 +29,6 @@ COLORS = ["#3b75af", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd", "#93
 REFERENCE = {"ls": "--", "color": "#555", "lw": 1}  # floors and TF-IDF: dashed grey, and always named
 MIN_SPAN = 10.0  # the least y-range of a dot chart, in points (% or correlation x 100): means without an interval
 # one point apart must not be drawn a chart's height apart
-LM_NAMES = {"mlm": "masked LM", "ltr": "left-to-right LM", "bilm": "two directional LMs", "w2v": "word2vec"}
 
 
 def png(fig) -> bytes:
@@ -100,7 +100,7 @@ def curves_figure(runs: list[tuple[str, str, str]], title: str):
             if train:
                 steps, values = zip(*train)
                 ax.plot(steps, _smooth([scale * v for v in values]), "-", color=color, alpha=0.8, lw=1.2,
-                        label=f"{label} ({LM_NAMES.get(lm, lm)})" if ax is ax_acc else None)
+                        label=f"{label} ({LM_KINDS[lm].long})" if ax is ax_acc else None)
             val = read_curve(plots, "val", key)
             if val:
                 steps, values = zip(*val)

@@ -127,7 +127,7 @@ def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, 
     values = units(pres)
     if not values or not floors:
         return None
-    lm = pres[0].get("lm", "mlm")
+    lm = pres[0]["lm"]
     names = [n for n in FLOORS_OF.get(lm, ()) if n in floors]
     listed = [listing(n, floors) for n in names]
     vs_floors = {n: compare(values, [floors[n]["masked"]], test="fixed", confidence=confidence) for n in names}

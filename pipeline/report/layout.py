@@ -37,7 +37,7 @@ def cell_values(pres: list[dict], cell: str) -> list[float]:
 def row_result(variant: str, label: str, pres: list[dict], cells: list[dict], floors: dict[str, dict[str, float]],
                confidence: float) -> dict | None:
     """One row: its LM kind, runs, and per cell its interval and its test against each floor of its kind."""
-    lm = pres[0].get("lm", "mlm")
+    lm = pres[0]["lm"]
     names = [n for n in FLOORS_OF.get(lm, ()) if n in floors]
     scores = {}
     for c in cells:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
+from pipeline.model_config import LM_KINDS
 from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
                                      fixed_curves_figure, grammar_figure, layout_along_figure, layout_figure, png,
                                      suite_figure)
@@ -477,8 +478,7 @@ def family_row(row: Row, fam: FamilyResult, metric: str, modes: list[str], colum
 def pretraining_cells(row: Row, lineage: bool) -> list[str]:
     """A variant's fixed-set score and test, its LM's validation numbers, time, size and compute."""
     p = row.pretrain
-    lm_name = {"mlm": "MLM", "ltr": "LTR", "bilm": "biLM"}.get(p.lm, p.lm)
-    lm = f"{100 * p.val_lm_acc:.1f}% ({lm_name})" if p.val_lm_acc is not None else "—"
+    lm = f"{100 * p.val_lm_acc:.1f}% ({LM_KINDS[p.lm].short})" if p.val_lm_acc is not None else "—"
     perplexity = f"{p.val_perplexity:.1f}" if p.val_perplexity is not None else "—"
     size = f"{p.parameters / 1e6:.2f}M" if p.parameters else "—"
     flops = f"{p.train_flops_per_token / 1e6:.2f}M" if p.train_flops_per_token else "—"

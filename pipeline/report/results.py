@@ -103,7 +103,7 @@ def pretrain_summary(pres: list[dict]) -> PretrainSummary:
     """The pretraining numbers a row shows (mean over its pretraining runs); ``lm`` is the LM's metric prefix
     (``mlm``, ``ltr``, ``bilm`` or ``w2v``). Its own validation accuracy (``val_lm_acc``, on its own masking) is
     shown but never compared across rows; the fixed set's (``fixed_*``, the same positions for every row) is."""
-    lm = pres[0].get("lm") or next((k for k in ("ltr", "bilm", "mlm") if f"val/{k}_acc" in pres[0]), "w2v")
+    lm = pres[0]["lm"]
 
     def mean(key: str):
         values = [p[key] for p in pres if p.get(key) is not None]
