@@ -35,8 +35,8 @@ def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
     """The configured optimiser + linear warm-up and linear decay, in Lightning's ``configure_optimizers`` format.
 
     ``optim`` holds ``name``, ``lr``, ``betas``, ``eps``, ``weight_decay``,
-    ``warmup_ratio``, and optionally ``schedule`` and ``decay_ratio`` (``warmup_linear``; BERT's linear
-    decay when absent). ``adamw`` is torch's AdamW, with ``fused`` its
+    ``warmup_ratio``, ``schedule`` and ``decay_ratio`` (``warmup_linear``; ``linear`` and 1.0: BERT's
+    linear decay over every step after the warm-up). ``adamw`` is torch's AdamW, with ``fused`` its
     single-kernel form (CPU and CUDA; several times faster than the
     per-parameter loop on CPU, the same update up to rounding); ``lamb`` is
     ``pytorch_optimizer``'s LAMB (Adam moments, each tensor's update scaled by
@@ -53,8 +53,7 @@ def build_optimizer(model, optim: dict, total_steps: int, fused: bool = True):
     else:
         opt = torch.optim.AdamW(groups, lr=optim["lr"], betas=betas, eps=optim["eps"], fused=bool(fused))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_linear(total_steps, optim["warmup_ratio"],
-                                                                 optim.get("schedule", "linear"),
-                                                                 optim.get("decay_ratio", 1.0)))
+                                                                 optim["schedule"], optim["decay_ratio"]))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 

@@ -117,7 +117,8 @@ def test_depth_ablation_presets_differ_only_in_depth():
 def test_optimisers_exclude_layernorm_and_biases_from_decay_and_learn(name):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
-    optim = dict(name=name, lr=1e-2, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.0)
+    optim = dict(name=name, lr=1e-2, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.0,
+                 schedule="linear", decay_ratio=1.0)
     built = build_optimizer(model, optim, total_steps=200)
     opt, sched = built["optimizer"], built["lr_scheduler"]["scheduler"]
     decay, no_decay = opt.param_groups
@@ -265,7 +266,8 @@ def test_the_fused_optimiser_changes_speed_not_results():
                      max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     models = [BertForPreTraining(cfg) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
-    optim = dict(name="adamw", lr=1e-3, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.1)
+    optim = dict(name="adamw", lr=1e-3, betas=[0.9, 0.999], eps=1e-6, weight_decay=0.01, warmup_ratio=0.1,
+                 schedule="linear", decay_ratio=1.0)
     opts = [build_optimizer(m, optim, 10, fused=f)["optimizer"] for m, f in zip(models, (True, False))]
     ids = torch.randint(5, 200, (4, 16))
     masked = torch.rand(4, 16) < 0.2

@@ -53,8 +53,9 @@ class Recipe:
     fused_optimizer: bool = True
 
     def optim(self, lr: float) -> dict:
+        """BERT's fine-tuning optimiser: AdamW, linear warm-up, then linear decay to zero over every step."""
         return {"name": "adamw", "lr": lr, "weight_decay": self.weight_decay, "warmup_ratio": self.warmup_ratio,
-                "betas": list(self.betas), "eps": self.eps}
+                "betas": list(self.betas), "eps": self.eps, "schedule": "linear", "decay_ratio": 1.0}
 
     def trainer(self, logger, epochs: int) -> L.Trainer:
         return L.Trainer(max_epochs=epochs, accelerator=self.accelerator, devices=1, precision=self.precision,
