@@ -12,10 +12,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from pipeline.conf import CONF_DIR
 from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
 from pipeline.finetune.tasks import check_columns
-from pipeline.variants import CONF_DIR, apply_variant
+from pipeline.variants import apply_variant
 
 
 def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR) -> None:

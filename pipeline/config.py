@@ -15,10 +15,11 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from pipeline.conf import CONF_DIR, conf_hash
 from pipeline.errors import ConfigError, LabError
 from pipeline.model_config import build_config
 from pipeline.settings import Lab, read_groups
-from pipeline.variants import CONF_DIR, conf_hash, find_variant, register_resolvers
+from pipeline.variants import find_variant, register_resolvers
 
 register_resolvers()  # ${lab.runs:} and ${lab.examples:} in conf/config.yaml
 

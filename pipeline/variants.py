@@ -30,18 +30,17 @@ other or an output DVC tracks; each job is still one MLflow run.
 from __future__ import annotations
 
 import copy
-import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from pipeline.conf import CONF_DIR, conf_hash
 from pipeline.errors import ConfigError
 from pipeline.names import SEED_FREE
 from pipeline.settings import GridSettings
 
 BASELINE = "baseline"
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
 STAGE_OUTPUTS = {
     "prepare_corpus": ("corpus", "metrics"),
@@ -177,15 +176,6 @@ def grid_folders(cfg: DictConfig) -> dict[str, str]:
     others = len(grid_runs(cfg)) > 1
     return {kind: str(cfg.paths.variants[kind] if others else cfg.paths[own])
             for kind, own in (("models", "pretrain"), ("metrics", "metrics"))}
-
-
-def conf_hash(conf_dir: Path = CONF_DIR) -> str:
-    """A fingerprint of conf/: every YAML file's path and bytes. params.yaml records the one it was composed
-    from (``conf_hash``), so a stage can tell that conf/ was edited since (``pipeline.stage``)."""
-    h = hashlib.sha256()
-    for f in sorted(Path(conf_dir).rglob("*.yaml")):
-        h.update(f.relative_to(conf_dir).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
 
 
 def register_resolvers() -> None:

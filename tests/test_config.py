@@ -78,7 +78,7 @@ def test_a_params_yaml_composed_from_an_older_conf_is_refused(tmp_path):
     import shutil
 
     from pipeline.config import check_fresh
-    from pipeline.variants import conf_hash
+    from pipeline.conf import conf_hash
 
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
