@@ -2,8 +2,8 @@
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.stages.train_wordpiece import run
 from pipeline.stage import run_stage
+from pipeline.stages.train_wordpiece import run
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
