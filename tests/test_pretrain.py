@@ -213,6 +213,23 @@ def test_a_wall_clock_budget_stops_training_and_is_recorded(small_data):
     assert metrics["train_seconds"] < 30
 
 
+def test_a_checkpoint_written_before_the_model_configs_moved_still_resumes(tmp_path, monkeypatch):
+    """A checkpoint's hyperparameters name BertConfig by the module it lived in when it was written
+    (``pipeline.model.config`` until the configs moved): read with ``weights_only=True`` all the same."""
+    import sys
+
+    import pipeline.model_config as model_config_module
+    from pipeline.pretrain.checkpoints import checkpoint_step
+
+    with monkeypatch.context() as m:  # pickle as the old code did
+        m.setitem(sys.modules, "pipeline.model.config", model_config_module)
+        m.setattr(BertConfig, "__module__", "pipeline.model.config")
+        torch.save({"state_dict": {}, "global_step": 7, "hyper_parameters": {"config": BertConfig(vocab_size=100)}},
+                   tmp_path / "last.ckpt")
+    assert b"pipeline.model.config" in (tmp_path / "last.ckpt").read_bytes()
+    assert checkpoint_step(tmp_path / "last.ckpt") == 7
+
+
 def test_a_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(small_data):
     root, paths = small_data
     r = _pretrain_here(root, paths, "nan", "trainer.max_steps=200", "trainer.checkpoint_every_n_steps=1",

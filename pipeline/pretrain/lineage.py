@@ -16,7 +16,8 @@ from pipeline.model.elmo import ElmoConfig, ElmoLM
 from pipeline.model.static import StaticConfig, StaticEmbeddings, context_windows, noise_distribution, shifted
 from pipeline.pretrain.module import PretrainingModule, PretrainSetup, batch_seed
 
-torch.serialization.add_safe_globals([StaticConfig, ElmoConfig])
+torch.serialization.add_safe_globals([StaticConfig, ElmoConfig, *((c, f"pipeline.model.config.{c.__name__}")
+                                                                   for c in (StaticConfig, ElmoConfig))])  # old name
 
 
 def _text(batch: dict, cls_id: int, sep_id: int) -> torch.Tensor:

@@ -34,8 +34,9 @@ from pipeline.optim import build_optimizer, clip_gradients
 
 log = logging.getLogger(__name__)
 PREDICTION_ROWS = 64  # predicted positions per batch are padded to a multiple of this (see _inputs_and_targets)
-# Checkpoints are loaded with weights_only=True; the module's hyperparameters hold these two.
-torch.serialization.add_safe_globals([BertConfig, MaskingConfig])
+# Checkpoints are loaded with weights_only=True; the module's hyperparameters hold these two. Checkpoints written
+# before the model configs moved to pipeline/model_config.py name them by their old module: they resume too.
+torch.serialization.add_safe_globals([BertConfig, MaskingConfig, (BertConfig, "pipeline.model.config.BertConfig")])
 
 
 def batch_seed(seed: int, epoch: int, batch_idx: int) -> int:
