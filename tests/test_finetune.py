@@ -103,7 +103,8 @@ def test_gradients_are_clipped_for_the_fused_optimiser_in_fp32_and_bf16(precisio
     """bf16-mixed has no gradient scaler, so a fused AdamW's gradients are clipped as in fp32 (Lightning's
     mixed-precision plugin refuses to clip for any optimiser that unscales inside its step)."""
     torch.manual_seed(0)
-    optim = {"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8}
+    optim = {"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "warmup_ratio": 0.0, "betas": [0.9, 0.999], "eps": 1e-8,
+             "schedule": "linear", "decay_ratio": 1.0}
     module = Finetuning(torch.nn.Linear(8, 1), _Squares(), optim, total_steps=3, fused_optimizer=True, inputs=("x",))
     norms = []
 
