@@ -589,13 +589,7 @@ class GridRun(Settings):
 
 def as_plain(settings: Settings) -> dict:
     """A group's settings as the plain mapping they were read from (lists, not tuples), for code that takes JSON."""
-    def plain(value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        return value
-    return plain(asdict(settings))
+    return shown(asdict(settings))
 
 
 # Every group with settings, in the order the validator reads them ("run": the top-level keys).
