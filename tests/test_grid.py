@@ -284,3 +284,24 @@ def test_every_grid_shape_is_a_dvc_graph_whose_every_dependency_is_written_or_a_
                 out == dep or out.startswith(f"{dep}/") or dep.startswith(f"{out}/") for out in outs)]
             source = any(f == dep or f.startswith(f"{dep}/") for f in sources)
             assert written or source, f"{shape}: {name} depends on {dep}, which no stage writes"
+
+
+def test_a_grid_whose_variant_cannot_fit_in_memory_is_refused_at_start_up_naming_it(tmp_path, monkeypatch):
+    """A grid listing a depth the machine cannot pretrain (24 layers at BERT-Large's width on 2 GiB) stops at the
+    check_conf stage with one line naming the variant, before any stage spends compute; the demo's grid=depth
+    fits."""
+    import pipeline.check_conf as check_conf
+
+    monkeypatch.setattr(check_conf, "device_memory", lambda lab: (2 * check_conf.GIB, "RAM"))
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(["grid=depth"]))))
+    check_params(params)
+    wide = ["grid=depth", "family.depth.layers_24=['model.num_hidden_layers=24','model.hidden_size=1024',"
+                          "'model.num_attention_heads=16','model.intermediate_size=4096']"]
+    params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(wide))))
+    with pytest.raises(ConfigError) as e:
+        check_params(params)
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("variant layers_24 cannot be pretrained here: model demo (312M parameters) needs about")
+    assert "more than the 2 GiB of RAM" in message and "grid.pretrain" in message
