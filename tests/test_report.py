@@ -664,7 +664,7 @@ TABLE_ROW = (f"{SUITE_CELLS} frozen_weighted_high frozen_weighted_low frozen_wei
              "frozen_weighted_n_pretrain pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
              "pretrained_n_pretrain vs_diff vs_high vs_low vs_p")
 ABLATIONS_KEYS = {
-    "": "families findings grid intrinsic layout method metric nsp runs suite summary table task variant_modes "
+    "": "families findings grid intrinsic layout ledger method metric nsp runs suite summary table task variant_modes "
         "zero_shot",
     "families[]": "classical first_generation floors kind name note paper question reference_row rows title",
     "families[].classical": SCORE,
@@ -698,6 +698,9 @@ ABLATIONS_KEYS = {
     "intrinsic.vs_floors": "<floor>",
     "intrinsic.vs_floors.<floor>": COMPARISON,
     "layout": "along baseline_reads cells floors rows settings",
+    "ledger[]": "along claim cost_seconds fixed fixed_verdict id metric paper percent rows run_by section test verdict",
+    "ledger[].fixed": COMPARISON,
+    "ledger[].test": COMPARISON,
     "layout.along[]": "cells rows runs step tokens",
     "layout.along[].cells": "<cell>",
     "layout.along[].cells.<cell>": "high low mean",
@@ -727,7 +730,10 @@ ABLATIONS_KEYS = {
     "suite.families[].rows[]": "cells label name ran",
     "suite.families[].rows[].cells[]": "high low mean n_finetune n_pretrain paper ran vs vs_row",
     "suite.families[].rows[].cells[].vs": COMPARISON,
-    "summary": "<run> floors",
+    "summary": "<run> floors ledger",
+    "summary.ledger": "<claim>",
+    "summary.ledger.<claim>": "diff fixed_diff fixed_gap_along fixed_high fixed_low fixed_p fixed_runs_needed "
+                              "fixed_verdict high low metric p percent rows run_by runs runs_needed verdict",
     "summary.<run>": SUMMARY_ROW,
     "summary.<run>.layout": "<cell>",
     "summary.floors": "<floor> blimp_ngram layout nsp_base_rate",
@@ -771,7 +777,7 @@ NAMES = {**{run: "<run>" for run in SCORES}, **{c["name"]: "<cell>" for c in CEL
          **{m: "<mode>" for m in ("pretrained", "scratch", "tfidf", "frozen_weighted")},
          **{p: "<phenomenon>" for p in PHENOMENA}}
 DATA_KEYS = {"families[].paper[].rows": "<paper-row>", "families[].rows[].paper": "<paper-column>",
-             "method.power_at_observed": "<difference>"}
+             "method.power_at_observed": "<difference>", "summary.ledger": "<claim>"}
 
 
 def _key_tree(data, path: str = "", tree: dict | None = None) -> dict[str, str]:

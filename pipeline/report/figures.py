@@ -118,10 +118,11 @@ def curves_figure(runs: list[tuple[str, str, str]], title: str):
 
 
 def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title: str):
-    """Accuracy at the fixed set's masked positions along pretraining, against steps and training seconds: per row
-    the mean over its pretraining runs with a band from the lowest to the highest run, the floors as named
-    horizontal lines, and a star where the mean first rises above each floor that reads context."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    """Accuracy at the fixed set's masked positions along pretraining, against steps, training FLOPs (a log axis:
+    rows of different sizes at the same compute) and training seconds: per row the mean over its pretraining runs
+    with a band from the lowest to the highest run, the floors as named horizontal lines, and a star where the mean
+    first rises above each floor that reads context."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     handles, band, star = [], False, False
     for i, (label, plots) in enumerate(rows):
         curves = [c for c in (read_fixed_curve(p) for p in plots) if c]
@@ -131,7 +132,9 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title
         color = COLORS[i % len(COLORS)]
         acc = [[100 * c[j]["acc_masked"] for c in curves] for j in range(n)]
         mean = [sum(a) / len(a) for a in acc]
-        for ax, key in zip(axes, ("step", "seconds")):
+        for ax, key in zip(axes, ("step", "flops", "seconds")):
+            if any(key not in c[j] for c in curves for j in range(n)):  # a curve written before it was logged
+                continue
             xs = [sum(c[j].get(key, 0.0) for c in curves) / len(curves) for j in range(n)]
             line, = ax.plot(xs, mean, "o-", color=color, lw=1.5, markersize=3,
                             label=f"{label} (mean of {len(curves)} run{'s' if len(curves) > 1 else ''})")
@@ -145,7 +148,9 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title
                 if j is not None:
                     star = True
                     ax.plot([xs[j]], [mean[j]], "*", color=color, markersize=11)
-    for ax, xlabel in zip(axes, ("pretraining step", "training seconds (validation excluded)")):
+    axes[1].set_xscale("log")
+    xlabels = ("pretraining step", "training FLOPs (log scale)", "training seconds (validation excluded)")
+    for ax, xlabel in zip(axes, xlabels):
         for floor in floors:
             y = 100 * floor.accuracy
             name = f"{floor.short} {y:.1f}%"
@@ -164,7 +169,7 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title
                               label="star: the mean first rises above a floor that reads context"))
     fig.suptitle(f"{title}: the fixed evaluation set", fontsize=10)
     fig.legend(handles=handles, loc="lower center", ncol=min(3, max(1, len(handles))), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.1 if len(handles) > 3 else 0.07, 0.95, 0.97))
+    fig.tight_layout(rect=(0, 0.1 if len(handles) > 3 else 0.07, 0.95, 0.97), w_pad=5)  # room for the floors' names
     return fig
 
 

@@ -259,6 +259,28 @@ class RunRecord(Record):
 
 
 @dataclass
+class Claim(Record):
+    """One claim of the ledger, as measured by the grid (or not run by it)."""
+
+    id: str
+    claim: str
+    paper: str  # the direction the paper (or the work it names) found
+    verdict: str  # shown, opposite (the paper's direction reversed beyond noise), inconclusive, or not run
+    rows: str | None = None  # what was compared: "<row> vs <reference>"
+    metric: str | None = None  # what the difference is in ("SST-2 dev accuracy", "BLiMP accuracy", ...)
+    percent: bool = True  # the difference is a fraction shown in points
+    test: Comparison | None = None  # the measurement: the row against its reference
+    fixed: Comparison | None = None  # the same rows on the fixed evaluation set (pretraining variants)
+    fixed_verdict: str | None = None
+    along: list[list[float]] | None = None  # the fixed-set gap [step, points] at each validation both rows share
+    cost_seconds: float | None = None  # pretraining seconds of one run of each side (what each extra pair costs)
+    section: str | None = None  # the report section that holds the detail
+    run_by: str | None = None  # not run: what runs it
+
+    OMIT_NONE = ("rows", "metric", "test", "fixed", "fixed_verdict", "along", "cost_seconds", "section", "run_by")
+
+
+@dataclass
 class AblationResults(Record):
     """Everything the report shows about the grid (``reports/ablations.json``)."""
 
@@ -277,5 +299,6 @@ class AblationResults(Record):
     nsp: NspCheck | None = None
     suite: dict | None = None  # a task suite's columns (``pipeline.report.suites``), where the grid ran one
     zero_shot: dict | None = None  # BLiMP (``pipeline.report.grammar``), once the report stage adds it
+    ledger: list[Claim] | None = None  # the claims of BERT's story (``pipeline.report.ledger``), once it adds them
 
-    OMIT_NONE = ("suite", "zero_shot")
+    OMIT_NONE = ("suite", "zero_shot", "ledger")

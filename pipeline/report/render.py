@@ -19,8 +19,9 @@ from pipeline.model_config import LM_KINDS
 from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
                                      fixed_curves_figure, grammar_figure, layout_along_figure, layout_figure, png,
                                      suite_figure)
-from pipeline.report.model import (AblationResults, Comparison, Crossing, FamilyResult, Floor, Interval, LayoutCell,
-                                   Method, Row, Score, SuiteCell, to_json)
+from pipeline.report.ledger import PROBE_SECTION, trend
+from pipeline.report.model import (AblationResults, Claim, Comparison, Crossing, FamilyResult, Floor, Interval,
+                                   LayoutCell, Method, Row, Score, SuiteCell, to_json)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent, signed
 
 STYLE = Path(__file__).resolve().parent / "report.css"  # index.html's style sheet, inlined
@@ -530,6 +531,8 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
     doc = Doc()
     doc.heading("BERT lab report: the ablation grid", 1)
     doc.para(opening_text(res, corpus, ft))
+    if res.ledger:
+        ledger_section(doc, res)
     doc.heading("Method")
     doc.para(method_text(res.method, res.metric), cls="note")
     intrinsic_section(doc, res)
@@ -546,6 +549,60 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
     baseline_section(doc, res, pre, ft)
     lineage_section(doc, res, lineage)
     save(doc, res, out)
+
+
+def ledger_section(doc: Doc, res: AblationResults) -> None:
+    """The claims ledger: each claim of BERT's story, what this grid measured and the verdict, before anything else."""
+    doc.heading("The paper's claims, measured here")
+    doc.table(["claim", "the paper", "measured here", "verdict", "the same rows on the fixed set", "detail"],
+              [[c.claim, c.paper, measured_text(c), verdict_text(c), fixed_text(c), c.section or ""]
+               for c in res.ledger],
+              caption=f"Each claim by the report's own test ({confidence_percent(res)}% intervals; shown: the "
+                      "paper's direction beyond noise, opposite: the reverse beyond noise); a claim this grid did not "
+                      "run names what runs it")
+
+
+def _diff(claim: Claim, value: float) -> str:
+    """A difference in the claim's units, signed with a true minus: points for a fraction, else three decimals."""
+    return (f"{100 * value:+.1f}" if claim.percent else f"{value:+.3f}").replace("-", "−")
+
+
+def measured_text(c: Claim) -> str:
+    """A claim's measurement: the rows, the metric, the difference with its interval and p, the runs per side."""
+    if c.test is None:
+        return "not in this grid"
+    t = c.test
+    text = f"{c.rows}; {c.metric}: {_diff(c, t.diff)}"
+    if t.low is not None:
+        text += f" [{_diff(c, t.low)}, {_diff(c, t.high)}], {p_text(t.p)}"
+    return text + f"; {t.n_pretrain[0]} vs {t.n_pretrain[1]} {'words' if c.section == PROBE_SECTION else 'runs'}"
+
+
+def verdict_text(c: Claim) -> str:
+    """A claim's verdict, and for an inconclusive one the pretraining runs per side that would decide it."""
+    if c.verdict == "not run":
+        return f"not run: {c.run_by}"
+    if c.verdict != "inconclusive" or c.test is None:
+        return c.verdict
+    n = c.test.seeds_needed
+    if not n:
+        return f"inconclusive ({c.test.verdict})" if c.test.verdict != "inconclusive" else \
+            "inconclusive: too small a difference to decide with a practical number of runs"
+    cost = f" (about {n * c.cost_seconds / 60:.0f} min of pretraining here)" if c.cost_seconds else ""
+    return f"inconclusive: about {n} runs per side would decide it{cost}"
+
+
+def fixed_text(c: Claim) -> str:
+    """The same rows on the fixed evaluation set, and their gap along pretraining (does more pretraining move it)."""
+    if c.fixed is None:
+        return "—"
+    text = f"{c.fixed_verdict} ({_diff(c, c.fixed.diff)} points"
+    if c.fixed.low is not None:
+        text += f" [{_diff(c, c.fixed.low)}, {_diff(c, c.fixed.high)}]"
+    text += ")"
+    if along := trend(c.along):
+        text += f"; gap along pretraining: {along}"
+    return text
 
 
 def opening_text(res: AblationResults, corpus: dict, ft: dict) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.io import read_json
-from pipeline.report import grammar
+from pipeline.report import grammar, ledger
 from pipeline.report.model import AblationResults
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
@@ -33,6 +33,9 @@ def run(lab: Lab) -> AblationResults:
         res = add_suite(res, runs, suite, families, modes, confidence)
     floor = Path(paths.metrics) / "zero_shot_floor.json"
     add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
+    probe = read_json(probe_file) if (probe_file := Path(paths.metrics) / "probe.json").exists() else None
+    res.ledger = ledger.ledger(res, probe, confidence)
+    res.summary["ledger"] = ledger.summary(res.ledger)
     base = Path(runs[BASELINE]["metrics"])
     ft = base / "finetune.json" if task is None else base / "tasks" / task / "finetune.json"
     write_report(res, corpus=read_json(Path(paths.metrics) / "corpus.json"), pre=read_json(base / "pretrain.json"),
@@ -41,7 +44,7 @@ def run(lab: Lab) -> AblationResults:
                           ["MLflow tracking", redact(lab.tracking.uri) if lab.tracking.uri
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
-                 probe=read_json(probe) if (probe := Path(paths.metrics) / "probe.json").exists() else None)
+                 probe=probe)
     record_grid(lab.tracking, grid.name, grid_metrics(res), [r.pretrain.mlflow_run_id for r in res.runs.values()],
                 Path(paths.reports))
     return res

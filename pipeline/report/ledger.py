@@ -1,0 +1,186 @@
+"""The claims ledger: one row per claim of BERT's story that the grid touches, each from the report's own tests.
+
+``claims.yaml`` lists the claims, the direction the paper found and where the report measures each one; here
+each claim gets the measurement the grid ran (the rows, the metric, the difference and its interval), its
+verdict against the paper's direction (shown, opposite, inconclusive with the pretraining runs per side that would
+decide it), the same rows on the fixed evaluation set with the gap along pretraining (whether more pretraining
+moves it), and the section of the report that holds the detail. A claim the grid did not run names what runs it.
+
+``python -m pipeline.report.ledger NAME=reports/summary.json ...`` sets the ledgers of several reports side by
+side (the README's "Results at a glance").
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from pipeline.io import read_json
+from pipeline.report import fixed
+from pipeline.report.model import AblationResults, Claim, Comparison, Row
+from pipeline.report.stats import compare
+
+CLAIMS = Path(__file__).with_name("claims.yaml")
+VERDICTS = ("shown", "opposite", "inconclusive", "not run")
+GRAMMAR_SECTION = "Zero-shot grammar (BLiMP)"
+PROBE_SECTION = "Polysemy: one vector per word, or one per context?"
+
+
+def load_claims(path: Path = CLAIMS) -> list[dict]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def verdict(test: Comparison | None, expect: str) -> str:
+    """The claim's verdict from a test of the row against its reference, ``expect`` being the paper's direction."""
+    if test is None:
+        return "not run"
+    if test.verdict in ("better", "worse"):
+        return "shown" if test.verdict == expect else "opposite"
+    return "inconclusive"
+
+
+def ledger(res: AblationResults, probe: dict | None, confidence: float,
+           claims: list[dict] | None = None) -> list[Claim]:
+    """Every claim of ``claims`` (``claims.yaml``) measured by the first of its measures the grid ran."""
+    out = []
+    for spec in claims if claims is not None else load_claims():
+        base = {"id": spec["id"], "claim": spec["claim"], "paper": spec["paper"]}
+        found = next((c for m in spec["measure"] if (c := measure(res, probe, m, base, confidence))), None)
+        out.append(found or Claim(**base, verdict="not run", run_by=spec["run_by"]))
+    return out
+
+
+def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confidence: float) -> Claim | None:
+    """One way of measuring a claim, or None where the grid did not run it."""
+    if m.get("grammar"):
+        return _grammar(res, m["expect"], base)
+    if m.get("probe"):
+        return _probe(probe, m["expect"], base, confidence)
+    fam = next((f for f in res.families if f.name == m["family"]), None)
+    if fam is None:
+        return None
+    ran = [r for r in fam.rows if r.ran and r.vs is not None]
+    row = max(ran, key=lambda r: r.primary.mean) if m.get("closest") and ran else \
+        next((r for r in ran if r.name == m.get("row")), None)
+    if row is None:
+        return None
+    ref = next((r for r in fam.rows if r.label == row.vs_row), None)
+    claim = Claim(**base, verdict=verdict(row.vs, m["expect"]), rows=f"{row.label} vs {row.vs_row}",
+                  metric=f"{res.task} dev {res.metric}", percent=res.metric in ("accuracy", "f1", "exact_match"),
+                  test=row.vs, section=fam.title)
+    if row.vs_fixed is not None and ref is not None and row.vs_fixed_row == ref.label:
+        claim.fixed, claim.fixed_verdict = row.vs_fixed, verdict(row.vs_fixed, m["expect"])
+        claim.along = gap_along(row, ref)
+    if ref is not None and row.pretrain and ref.pretrain and row.pretrain.train_seconds and ref.pretrain.train_seconds:
+        claim.cost_seconds = round(row.pretrain.train_seconds + ref.pretrain.train_seconds, 1)
+    return claim
+
+
+def gap_along(row: Row, ref: Row) -> list[list[float]] | None:
+    """The row's mean fixed-set accuracy less its reference's at each validation step both have, in points."""
+    def mean_curve(r: Row) -> dict[float, float]:
+        curves = [c for c in (fixed.read_curve(p) for p in r.pretrain.plots_all or []) if c]
+        steps = set.intersection(*[{p["step"] for p in c} for c in curves]) if curves else set()
+        return {s: float(np.mean([p["acc_masked"] for c in curves for p in c if p["step"] == s])) for s in steps}
+
+    a, b = mean_curve(row), mean_curve(ref)
+    steps = sorted(set(a) & set(b))
+    return [[int(s), round(100 * (a[s] - b[s]), 2)] for s in steps] or None
+
+
+def _grammar(res: AblationResults, expect: str, base: dict) -> Claim | None:
+    """The baseline on BLiMP against the n-gram floor the zero_shot_floor stage scored."""
+    zs = res.zero_shot or {}
+    if not zs.get("scored") or not zs.get("floor"):
+        return None
+    row = next((r for f in zs["families"] for r in f["rows"] if r["name"] == "baseline" and r.get("vs_floor")), None)
+    if row is None:
+        return None
+    floor = zs["floor"]["overall"]
+    return Claim(**base, verdict=verdict(row["vs_floor"], expect), rows=f"the baseline vs the n-gram floor "
+                 f"({100 * floor:.1f}%)", metric="BLiMP accuracy, mean over paradigms", test=row["vs_floor"],
+                 section=GRAMMAR_SECTION)
+
+
+def _probe(probe: dict | None, expect: str, base: dict, confidence: float) -> Claim | None:
+    """The baseline's corrected self-similarity, last layer against the embedding layer, paired over the words."""
+    model = (probe or {}).get("models", {}).get("baseline")
+    if not model or not model.get("per_word") or model["layers"] < 2:
+        return None
+    words, top, aniso = sorted(model["per_word"]), model["layers"] - 1, model["anisotropy"]
+    last = [model["per_word"][w][top] - aniso[top] for w in words]
+    first = [model["per_word"][w][0] - aniso[0] for w in words]
+    test = compare(last, first, test="paired", confidence=confidence)
+    return Claim(**base, verdict=verdict(test, expect), rows=f"BERT (baseline): layer {top} vs layer 0, {len(words)} "
+                 "words", metric="corrected self-similarity", percent=False, test=test, section=PROBE_SECTION)
+
+
+def trend(along: list[list[float]] | None) -> str | None:
+    """The fixed-set gap along pretraining in words: at half the steps and at the end."""
+    if not along or len(along) < 2:
+        return None
+    mid, end = along[(len(along) - 1) // 2], along[-1]
+    d = end[1] - mid[1]
+    how = "widening" if d > 0.5 and end[1] > 0 or d < -0.5 and end[1] < 0 else \
+        "narrowing" if abs(end[1]) < abs(mid[1]) - 0.5 else "steady"
+    return f"{mid[1]:+.1f} at step {mid[0]}, {end[1]:+.1f} at step {end[0]} ({how})"
+
+
+def summary(claims: list[Claim]) -> dict[str, dict]:
+    """The ledger as ``summary.json`` holds it: per claim its verdict and numbers."""
+    out = {}
+    for c in claims:
+        entry: dict = {"verdict": c.verdict}
+        if c.test is not None:
+            entry.update({"rows": c.rows, "metric": c.metric, "diff": c.test.diff, "low": c.test.low,
+                          "high": c.test.high, "p": c.test.p, "runs": c.test.n_pretrain,
+                          "runs_needed": c.test.seeds_needed, "percent": c.percent})
+        if c.fixed is not None:
+            entry.update({"fixed_verdict": c.fixed_verdict, "fixed_diff": c.fixed.diff, "fixed_low": c.fixed.low,
+                          "fixed_high": c.fixed.high, "fixed_p": c.fixed.p,
+                          "fixed_runs_needed": c.fixed.seeds_needed})
+        if c.along:
+            entry["fixed_gap_along"] = c.along
+        if c.run_by:
+            entry["run_by"] = c.run_by
+        out[c.id] = entry
+    return out
+
+
+def cell(entry: dict) -> str:
+    """A claim's verdict and difference as one short cell of the side-by-side table."""
+    if "diff" not in entry:
+        return "not run"
+    def num(value: float) -> str:
+        return f"{100 * value:+.1f}" if entry.get("percent", True) else f"{value:+.3f}"
+
+    text = f"{entry['verdict']} ({num(entry['diff'])}"
+    text += f" [{num(entry['low'])}, {num(entry['high'])}])" if entry.get("low") is not None else ")"
+    if entry["verdict"] == "inconclusive" and entry.get("runs_needed"):
+        text += f", ~{entry['runs_needed']} runs a side"
+    if entry.get("fixed_verdict"):
+        text += f"; fixed set {entry['fixed_verdict']} ({100 * entry['fixed_diff']:+.1f})"
+    return text
+
+
+def side_by_side(summaries: dict[str, dict], claims: list[dict] | None = None) -> str:
+    """A Markdown table: one row per claim, one column per report (its ``summary.json``)."""
+    claims = claims if claims is not None else load_claims()
+    names = list(summaries)
+    lines = ["| claim | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for spec in claims:
+        cells = [cell(summaries[n].get("ledger", {}).get(spec["id"], {"verdict": "not run"})) for n in names]
+        lines.append(f"| {spec['claim']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: list[str]) -> None:
+    if not args or any("=" not in a for a in args):
+        sys.exit("usage: python -m pipeline.report.ledger NAME=path/to/summary.json [NAME=...]")
+    print(side_by_side({name: read_json(Path(path)) for name, path in (a.split("=", 1) for a in args)}), end="")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
