@@ -13,7 +13,9 @@ from conftest import chromedriver
 from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
-from pipeline.report.model import Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
+from pipeline.report.ledger import load_claims, verdict
+from pipeline.report.ledger import main as ledger_main
+from pipeline.report.model import Comparison, Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
 from pipeline.report.render import method_text
 from pipeline.stages.report import run as build_report
 
@@ -232,6 +234,66 @@ def test_families_rows_and_tested_comparisons(report):
     method = saved["method"]
     assert method["pretraining_runs"] == {"baseline": 2, "nsp_off_full_sentences": 2, "ltr": 2}
     assert method["finetune_seeds"] == 3 and method["false_positive_rate"] <= 0.06 and method["smallest_detectable"] > 0
+
+
+def test_the_report_opens_with_the_claims_ledger_computed_from_its_own_tests(report):
+    """One row per claim of claims.yaml, in order: a claim the grid measured carries the test the family table
+    shows, its verdict read against the paper's direction; one it did not run names what runs it."""
+    out, res = report
+    claims = load_claims()
+    assert [c.id for c in res.ledger] == [c["id"] for c in claims]
+    by_id = {c.id: c for c in res.ledger}
+    fams = {f.name: {r.name: r for r in f.rows} for f in res.families}
+    pays = by_id["pretraining_pays"]  # from scratch worse than pretrained: the paper's direction
+    assert pays.verdict == "shown" and pays.test == fams["pretraining"]["scratch"].vs
+    assert pays.rows == "from scratch vs pretrained" and pays.metric == "bible_sections dev accuracy"
+    frozen = by_id["finetune_vs_frozen"]  # the only frozen mode of grid=ci is the closest
+    assert frozen.verdict == "shown" and frozen.rows.startswith("learned mix of all layers (ELMo) vs")
+    ltr = by_id["bidirectional_vs_ltr"]  # no lineage in this grid: the objective family measures it
+    assert ltr.verdict == "shown" and ltr.section == "Pretraining objective"
+    assert ltr.test.diff == pytest.approx(-0.055) and ltr.fixed == fams["objective"]["ltr"].vs_fixed
+    assert ltr.fixed_verdict == "opposite"  # LTR 25% vs MLM 16% on the fixed set here: the reverse beyond noise
+    assert [step for step, _ in ltr.along] == sorted(step for step, _ in ltr.along) and len(ltr.along) > 1
+    nsp = by_id["nsp"]  # nsp_off is not in grid=ci: the claim is not run, and says what runs it
+    assert nsp.verdict == "not run" and nsp.run_by == "the default grid (nsp_off)" and nsp.test is None
+    assert {c.id for c in res.ledger if c.verdict == "not run"} == {
+        "contextual_vs_static", "masking_procedure", "nsp", "depth", "mask_ratio", "grammar", "senses"}
+    saved = json.loads((out / "summary.json").read_text())["ledger"]
+    assert saved["pretraining_pays"]["verdict"] == "shown" and saved["pretraining_pays"]["diff"] == pays.test.diff
+    assert saved["depth"] == {"verdict": "not run", "run_by": "grid=depth"}
+    md = (out / "report.md").read_text()
+    assert md.index("## The paper's claims, measured here") < md.index("## Method")
+    assert "| Pretraining pays | pretrained far above" in md and "not run: grid=depth" in md
+
+
+def test_a_claims_verdict_follows_the_papers_direction():
+    base = Comparison(diff=0.02, n_pretrain=[3, 3], n_finetune=None, test="t", confidence=0.95, verdict="better",
+                      low=0.01, high=0.03, p=0.01)
+    assert verdict(base, "better") == "shown" and verdict(base, "worse") == "opposite"
+    assert verdict(Comparison(**{**base.__dict__, "verdict": "inconclusive"}), "better") == "inconclusive"
+    assert verdict(Comparison(**{**base.__dict__, "verdict": "inconclusive (one run each)"}), "worse") == \
+        "inconclusive"
+    assert verdict(None, "better") == "not run"
+
+
+def test_ledgers_of_several_reports_side_by_side(tmp_path, capsys):
+    """python -m pipeline.report.ledger NAME=summary.json ...: a column per report, a row per claim."""
+    claims = load_claims()
+    a = {"ledger": {"nsp": {"verdict": "inconclusive", "diff": 0.005, "low": -0.02, "high": 0.03, "p": 0.6,
+                            "runs_needed": 40, "percent": True, "fixed_verdict": "shown", "fixed_diff": -0.011}}}
+    b = {"ledger": {"nsp": {"verdict": "shown", "diff": -0.03, "low": -0.05, "high": -0.01, "p": 0.01,
+                            "percent": True}}}
+    write_json(tmp_path / "a.json", a)
+    write_json(tmp_path / "b.json", b)
+    ledger_main([f"default={tmp_path / 'a.json'}", f"long={tmp_path / 'b.json'}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| claim | default | long |" and len(lines) == 2 + len(claims)
+    nsp = next(line for line in lines if line.startswith("| Next-sentence prediction helps |"))
+    assert nsp == ("| Next-sentence prediction helps | inconclusive (+0.5 [-2.0, +3.0]), ~40 runs a side; fixed set "
+                   "shown (-1.1) | shown (-3.0 [-5.0, -1.0]) |")
+    assert "| Deeper is better, even for small tasks | not run | not run |" in lines
+    with pytest.raises(SystemExit, match="usage: python -m pipeline.report.ledger NAME=path"):
+        ledger_main([str(tmp_path / "a.json")])
 
 
 def test_findings_are_generated_from_the_numbers(report):
