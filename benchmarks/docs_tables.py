@@ -94,7 +94,26 @@ def pretrain_step_table(records: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-TABLES = [Table("docs/performance.md", "docs/measurements/pretrain_step-*.json", pretrain_step_table)]
+LEDGER_ORDER = ("default", "demo_long", "lineage", "depth")  # the README's columns first, in this order
+
+
+def ledger_table(records: list[tuple[str, dict]]) -> str:
+    """README.md's "Results at a glance": the claims ledger of each recorded report side by side. A record is a
+    report's ``summary.json`` copied as ``docs/measurements/ledger-<run>.json`` (<run>: the column's name)."""
+    from pipeline.report.ledger import side_by_side
+
+    def column(name: str) -> str:
+        return name.rsplit("/", 1)[-1].removeprefix("ledger-").removesuffix(".json")
+
+    named = {column(n): r for n, r in records}
+    for name, record in named.items():
+        _field(f"ledger-{name}.json", record, "ledger")
+    order = sorted(named, key=lambda n: (LEDGER_ORDER.index(n) if n in LEDGER_ORDER else len(LEDGER_ORDER), n))
+    return side_by_side({f"`{n}`": named[n] for n in order}).rstrip("\n")
+
+
+TABLES = [Table("docs/performance.md", "docs/measurements/pretrain_step-*.json", pretrain_step_table),
+          Table("README.md", "docs/measurements/ledger-*.json", ledger_table)]
 
 
 def load_records(root: Path, pattern: str) -> list[tuple[str, dict]]:

@@ -13,7 +13,9 @@ on real batches of the baseline's examples (run ``dvc repro`` first: it needs
   (``metrics/pretrain.json``);
 - fine-tuning: the baseline's measured fine-tuning time in the grid's modes
   (``metrics/finetune.json``) x the variant's encoder cost per token relative
-  to the baseline's (masking and objective variants fine-tune at the same cost).
+  to the baseline's (masking and objective variants fine-tune at the same cost);
+- the total: each variant's pretraining and fine-tuning x the grid's
+  ``seeds.variants`` (zero-shot scoring and the probe are not counted).
 The last line is one JSON object: per variant the step time and the projected
 seconds, and the total.
 """
@@ -107,13 +109,14 @@ def main() -> None:
         rows[name] = {"step_s": round(s, 4), "pretrain_s": round(pre), "finetune_s": None if fine is None else round(fine)}
         print(f"{name:24s} {s * 1000:8.1f} ms/step  pretraining {pre / 60:7.1f} min"
               + ("" if fine is None else f"  fine-tuning {fine / 60:6.1f} min"), flush=True)
+    seeds = base.grid.seeds.variants  # pretraining runs per variant, each fine-tuned in the grid's modes
     variants = [r for k, r in rows.items() if k != "baseline"]
-    total = sum(r["pretrain_s"] + (r["finetune_s"] or 0) for r in variants)
-    print(f"grid {base.grid.name}: {len(variants)} variants, {total / 3600:.2f} h beyond the baseline "
-          f"({vocab} vocabulary, {base.trainer.max_steps} steps of {base.trainer.batch_size} x "
-          f"{base.pairs.max_seq_length})")
+    total = seeds * sum(r["pretrain_s"] + (r["finetune_s"] or 0) for r in variants)
+    print(f"grid {base.grid.name}: {len(variants)} variants x {seeds} pretraining runs, {total / 3600:.2f} h beyond "
+          f"the baseline's {base.grid.seeds.baseline} runs ({vocab} vocabulary, {base.trainer.max_steps} steps of "
+          f"{base.trainer.batch_size} x {base.pairs.max_seq_length}; zero-shot scoring and the probe not counted)")
     print(json.dumps({"grid": base.grid.name, "max_steps": base.trainer.max_steps, "overhead": round(overhead, 3),
-                      "variants": rows,
+                      "seeds_per_variant": seeds, "variants": rows,
                       "variants_total_s": round(total), "finetune_measured": ft_base is not None}))
 
 

@@ -23,7 +23,6 @@ from pipeline.report.model import AblationResults, Claim, Comparison, Row
 from pipeline.report.stats import compare
 
 CLAIMS = Path(__file__).with_name("claims.yaml")
-VERDICTS = ("shown", "opposite", "inconclusive", "not run")
 GRAMMAR_SECTION = "Zero-shot grammar (BLiMP)"
 PROBE_SECTION = "Polysemy: one vector per word, or one per context?"
 
