@@ -305,3 +305,25 @@ def test_a_grid_whose_variant_cannot_fit_in_memory_is_refused_at_start_up_naming
     assert "\n" not in message
     assert message.startswith("variant layers_24 cannot be pretrained here: model demo (312M parameters) needs about")
     assert "more than the 2 GiB of RAM" in message and "grid.pretrain" in message
+
+
+def test_every_claim_of_the_ledger_names_rows_its_families_have_and_what_runs_it():
+    """claims.yaml: each measure names a family of pipeline/report/families and a row of it (or BLiMP, or the
+    probe), the paper's direction as better or worse, and every claim the grid or experiment that runs it."""
+    from pipeline.report.ledger import load_claims
+
+    families = load_families(TABLES)
+    claims = load_claims()
+    assert len({c["id"] for c in claims}) == len(claims) == 10
+    for claim in claims:
+        assert claim["run_by"] and claim["paper"] and claim["claim"], claim["id"]
+        for m in claim["measure"]:
+            assert m["expect"] in ("better", "worse"), claim["id"]
+            if "family" in m:
+                rows = {r.get("variant") or r.get("mode") for r in families[m["family"]]["rows"]}
+                assert m.get("closest") or m["row"] in rows, (claim["id"], m)
+            else:
+                assert m.get("grammar") or m.get("probe"), (claim["id"], m)
+    runs = {c["id"]: c["run_by"] for c in claims}
+    for claim_id, grid in (("depth", "depth"), ("contextual_vs_static", "lineage")):
+        assert runs[claim_id] == f"grid={grid}" and grid in GRIDS
