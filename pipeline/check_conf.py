@@ -39,39 +39,42 @@ def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path 
                      f"variant {variant}", memory)
 
 
-def device_memory(lab: Lab) -> tuple[int, str]:
-    """The memory one training process has, in bytes, and where it is: the first GPU's where the trainer runs on
-    one (``trainer.accelerator`` other than cpu, and a GPU present), else the machine's RAM."""
+def device_memory(lab: Lab) -> tuple[int, str, int]:
+    """The memory one training process has, in bytes, where it is, and how many such devices the machine has: the
+    first GPU's where the trainer runs on GPUs (``trainer.accelerator`` other than cpu, and a GPU present), else
+    the machine's RAM."""
     if lab.trainer and lab.trainer.accelerator != "cpu":
         import torch  # only here: the check otherwise starts without it
 
         if torch.cuda.is_available():
-            return torch.cuda.get_device_properties(0).total_memory, f"GPU {torch.cuda.get_device_name(0)}"
-    return psutil.virtual_memory().total, "RAM"
+            return (torch.cuda.get_device_properties(0).total_memory, f"GPU {torch.cuda.get_device_name(0)}",
+                    torch.cuda.device_count())
+    return psutil.virtual_memory().total, "RAM", 1
 
 
 def pretraining_memory(config: ModelConfig, batch: int, length: int) -> tuple[int, int] | None:
     """About how many bytes pretraining a Transformer of ``config`` takes in fp32 with AdamW (weights, gradients
     and two moments: 16 bytes a parameter, and the activations backward keeps for ``batch`` x ``length`` pieces),
     and its parameter count; None for a model without Transformer layers (word2vec, ELMo: small at any setting
-    a config takes). An estimate, on the high side: it counts the attention scores of every head, which a fused
-    kernel does not keep."""
+    a config takes). The attention scores of every head count only with attention dropout, which takes the
+    unfused path that keeps them."""
     H, I = getattr(config, "hidden_size", None), getattr(config, "intermediate_size", None)
     L, heads = getattr(config, "num_hidden_layers", 0), getattr(config, "num_attention_heads", None)
     if not (H and I and L and heads):
         return None
     V, P = config.vocab_size, getattr(config, "max_position_embeddings", length)
     params = (V + P + 2) * H + L * (4 * H * H + 2 * H * I + 9 * H + I) + H * H + V
-    per_piece = L * (11 * H + 2 * I + 2 * heads * length) + V  # floats kept per piece; the LM head's logits
+    scores = 2 * heads * length if getattr(config, "attention_probs_dropout_prob", 0.0) else 0
+    per_piece = L * (11 * H + 2 * I + scores) + V  # floats kept per piece; the LM head's logits
     return 16 * params + 4 * batch * length * per_piece, params
 
 
-def check_memory(lab: Lab, name: str, memory: tuple[int, str]) -> None:
+def check_memory(lab: Lab, name: str, memory: tuple[int, str, int]) -> None:
     """Refuse, in one line naming the run, a model that cannot be pretrained in ``memory`` (``device_memory``)."""
     if not (lab.model and lab.trainer and lab.pairs and lab.tokenizer):
         return
     config = build_config(lab.model.values(), lab.tokenizer.vocab_size, lab.objective.lm if lab.objective else None)
-    batch = lab.trainer.device_batch_size(found=1)
+    batch = lab.trainer.device_batch_size(found=memory[2])
     need = pretraining_memory(config, batch, lab.pairs.max_seq_length)
     if need and need[0] > memory[0]:
         raise ConfigError(f"{name} cannot be pretrained here: model {lab.model.name} ({need[1] / 1e6:,.0f}M "

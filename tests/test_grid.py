@@ -292,7 +292,7 @@ def test_a_grid_whose_variant_cannot_fit_in_memory_is_refused_at_start_up_naming
     fits."""
     import pipeline.check_conf as check_conf
 
-    monkeypatch.setattr(check_conf, "device_memory", lambda lab: (2 * check_conf.GIB, "RAM"))
+    monkeypatch.setattr(check_conf, "device_memory", lambda lab: (2 * check_conf.GIB, "RAM", 1))
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(OmegaConf.to_container(compose(["grid=depth"]))))
     check_params(params)
