@@ -142,7 +142,11 @@ def test_dvc_pipeline_end_to_end(project, mlflow_server):
     shown = json.loads(metrics)[""]["data"]
     assert list(shown) == ["reports/summary.json"], list(shown)  # the headline numbers only: `dvc exp show` fits
     summary = shown["reports/summary.json"]["data"]
-    assert set(summary) == {"floors", "baseline", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    assert set(summary) == {"floors", "baseline", "ledger", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    # the claims ledger: every claim of claims.yaml, those this grid runs with a verdict from its own tests
+    verdicts = {name: claim["verdict"] for name, claim in summary["ledger"].items()}
+    assert set(verdicts.values()) <= {"shown", "opposite", "inconclusive", "not run"}
+    assert verdicts["depth"] == "not run" and verdicts["pretraining_pays"] != "not run", verdicts
     # every run on the fixed evaluation set, beside the count-based floors
     assert {"fixed_acc"} <= set(summary["baseline"]) and {"fixed_acc"} <= set(summary["elmo"])
     assert {"majority", "left", "left_right"} <= set(summary["floors"])
