@@ -21,6 +21,7 @@ seconds, and the total.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -80,10 +81,15 @@ def encoder_cost(cfg) -> int:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    steps = 10
-    if args and args[0].startswith("--steps="):
-        steps, args = int(args[0].split("=")[1]), args[1:]
+    parser = argparse.ArgumentParser(description="Project an ablation grid's time on this machine from measured "
+                                     "training steps (run `dvc repro` first).")
+    parser.add_argument("--steps", type=int, default=10, help="optimiser steps timed per variant (default 10)")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. grid=depth trainer.max_steps=3200 "
+                        "(default grid=full)")
+    parsed = parser.parse_args()
+    steps, args = parsed.steps, parsed.overrides
+    if steps < 1:
+        parser.error(f"--steps={steps}: expected a positive number of steps")
     overrides = args if any(a.startswith("grid=") for a in args) else ["grid=full", *args]
     base = compose(overrides)
     tok = ROOT / base.paths.tokenizer / "vocab.txt"
