@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -38,10 +39,9 @@ sys.path.insert(0, str(ROOT))
 from pipeline.architectures import architecture  # noqa: E402
 from pipeline.config import compose, validate  # noqa: E402
 from pipeline.data.datamodule import PairsDataModule  # noqa: E402
+from pipeline.data.tokenizer import load_tokenizer  # noqa: E402
 from pipeline.variants import apply_variant  # noqa: E402
-from pipeline.data.masking import MaskingConfig  # noqa: E402
-from pipeline.pretrain.module import BertPretraining  # noqa: E402
-from pipeline.stages.pretrain import model_config  # noqa: E402
+from pipeline.stages.pretrain import build_module  # noqa: E402
 
 
 class _StepTimer(L.Callback):
@@ -55,14 +55,12 @@ class _StepTimer(L.Callback):
         self.times.append(time.perf_counter() - self._t)
 
 
-def step_seconds(cfg, vocab: int, steps: int, warmup: int = 3) -> float:
-    """Median seconds of one optimiser step of the pretrain stage's module, in a Lightning Trainer."""
+def step_seconds(cfg, tok, steps: int, warmup: int = 3) -> float:
+    """Median seconds of one optimiser step of the pretrain stage's module (BERT, word2vec or ELMo, built as
+    the stage builds it), in a Lightning Trainer."""
     torch.manual_seed(0)
     lab = validate(cfg)
-    config = model_config(lab, architecture(lab.model.architecture), vocab)
-    module = BertPretraining(config, MaskingConfig(**cfg.masking), nsp=cfg.objective.nsp,
-                             optim=OmegaConf.to_container(cfg.optim), max_steps=cfg.trainer.max_steps, seed=0,
-                             mask_id=4, cls_id=2, sep_id=3, fused_optimizer=cfg.runtime.fused_optimizer)
+    module = build_module(lab, architecture(lab.model.architecture), tok)
     pairs = ROOT / cfg.paths.pairs
     if not (pairs / "train" / "meta.json").exists():  # a variant's own examples not made yet: same shapes
         pairs = ROOT / "data" / "pairs"
@@ -92,15 +90,20 @@ def main() -> None:
         parser.error(f"--steps={steps}: expected a positive number of steps")
     overrides = args if any(a.startswith("grid=") for a in args) else ["grid=full", *args]
     base = compose(overrides)
-    tok = ROOT / base.paths.tokenizer / "vocab.txt"
-    vocab = sum(1 for _ in open(tok, encoding="utf-8")) if tok.exists() else base.tokenizer.vocab_size
+    os.chdir(ROOT)  # the settings' paths are the repository's, as the stages read them
+    for needed in (base.paths.tokenizer, base.paths.pairs, base.paths.eval_set):
+        if not Path(needed).exists():
+            sys.exit(f"{ROOT / needed}: not found; the timing trains on the baseline's real examples, so run "
+                     "`dvc repro` (or at least its data stages) first")
+    tok = load_tokenizer(base.paths.tokenizer)
+    vocab = tok.get_vocab_size()
     ft_file = ROOT / base.paths.metrics / "finetune.json"
     ft_base = None
     if ft_file.exists():
         ft = json.loads(ft_file.read_text())
         ft_base = sum(ft["modes"][m]["seconds"] for m in base.grid.finetune.modes if m in ft["modes"])
     rows = {}
-    base_step = step_seconds(base, vocab, steps)
+    base_step = step_seconds(base, tok, steps)
     overhead = 1.0
     pre_file = ROOT / base.paths.metrics / "pretrain.json"
     if pre_file.exists():
@@ -109,7 +112,7 @@ def main() -> None:
             overhead = pre["train_seconds"] / (base.trainer.max_steps * base_step)
     for name in ["baseline", *base.grid.pretrain]:
         cfg = base if name == "baseline" else apply_variant(OmegaConf.merge(base, {"variant": name}), "pretrain")
-        s = base_step if name == "baseline" else step_seconds(cfg, vocab, steps)
+        s = base_step if name == "baseline" else step_seconds(cfg, tok, steps)
         pre = s * cfg.trainer.max_steps * overhead
         fine = None if ft_base is None or name == "baseline" else ft_base * encoder_cost(cfg) / encoder_cost(base)
         rows[name] = {"step_s": round(s, 4), "pretrain_s": round(pre), "finetune_s": None if fine is None else round(fine)}
