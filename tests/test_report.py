@@ -679,6 +679,34 @@ def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_pap
     plt.close(fig)
 
 
+def test_zero_shot_of_the_baseline_alone_is_a_row_against_the_floor(tmp_path):
+    """A grid with no pretraining variant (experiment=demo_long's grid=baseline): the baseline's BLiMP still gets
+    its table row against the n-gram floor (no reference column), and the ledger's grammar claim reads it."""
+    from types import SimpleNamespace
+
+    from pipeline.report.grammar import grid_result
+    from pipeline.report.ledger import _grammar
+    from pipeline.report.render import Doc, grammar_table
+
+    runs = {}
+    for k, overall in enumerate((0.60, 0.61, 0.62)):
+        name = "baseline" if k == 0 else f"baseline-s{k}"
+        write_json(tmp_path / name / "zero_shot.json", _zero_shot(overall))
+        runs[name] = {"metrics": str(tmp_path / name), "variant": "baseline", "pretrain_seed": k}
+    zs = grid_result([], runs, {**_zero_shot(0.55), "order": 3}, 0.95)
+    (fam,) = zs["families"]
+    (row,) = fam["rows"]
+    assert fam["reference_row"] is None and row["name"] == "baseline" and row["vs"] is None
+    assert row["overall"].units == pytest.approx([0.60, 0.61, 0.62]) and row["vs_floor"].verdict == "better"
+    doc = Doc()
+    grammar_table(doc, fam, zs["floor"], None)
+    header, _, first, floor = [line for line in "".join(doc.md).splitlines() if line.startswith("|")][:4]
+    assert header.split(" | ")[:3] == ["| row", "overall", "vs n-gram floor"] and "reference" not in first
+    assert floor.count("|") == header.count("|")
+    claim = _grammar(SimpleNamespace(zero_shot=zs), "better", {"id": "grammar", "claim": "c", "paper": "p"})
+    assert claim.verdict == "shown" and claim.test is row["vs_floor"] and "55.0%" in claim.rows
+
+
 def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
     reports, res = report
     assert res.zero_shot["scored"] is False and "Zero-shot grammar" not in (reports / "report.md").read_text()

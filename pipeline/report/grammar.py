@@ -60,6 +60,15 @@ def family(fam: FamilyResult, scored: dict[str, list[dict]], floor: dict | None,
             (out[0]["label"] if out else None), "rows": out}
 
 
+def baseline_only(summaries: list[dict], floor: dict | None, confidence: float) -> dict:
+    """The baseline alone on BLiMP, for a grid with no pretraining variant (e.g. ``grid=baseline``): its row against
+    the floor, with no reference row."""
+    units = [s["overall"] for s in summaries]
+    row = {"label": "the baseline", "name": BASELINE, **_row(summaries, confidence, None), "vs_row": None, "vs": None,
+           "vs_floor": compare(units, [floor["overall"]], test="fixed", confidence=confidence) if floor else None}
+    return {"name": BASELINE, "title": "The baseline", "reference_row": None, "rows": [row]}
+
+
 def along(runs: Mapping[str, Mapping], fixed_floors: list[Floor], confidence: float) -> dict | None:
     """BLiMP along the baseline's pretraining (``fixed/blimp`` in its runs' fixed-set curves, ``zero_shot.along``):
     at each validation the mean over runs of the fixed set's masked accuracy and the BLiMP interval over the runs
@@ -95,10 +104,13 @@ def grid_result(families: list[FamilyResult], runs: Mapping[str, Mapping], floor
     for name in sorted(summaries, key=lambda n: runs[n].get("pretrain_seed", 0)):
         scored.setdefault(runs[name].get("variant", name), []).append(summaries[name])
     floor = floor if floor and floor.get("scored") else None
+    tables = [family(f, scored, floor, confidence) for f in families if f.kind == "variant"]
+    if scored.get(BASELINE) and not any(r["name"] == BASELINE for t in tables for r in t["rows"]):
+        tables.append(baseline_only(scored[BASELINE], floor, confidence))  # no variant family holds it
     return {"scored": bool(scored), "floor": floor and {k: floor[k] for k in ("overall", "phenomenon", "field",
                                                                               "order", "excluded_total")},
             "paper": PAPER_OVERALL, "published": floor.get("published") if floor else None,
-            "families": [family(f, scored, floor, confidence) for f in families if f.kind == "variant"],
+            "families": tables,
             "along": along(runs, list(fixed_floors), confidence),
             "per_run": {name: s["overall"] for name, s in summaries.items()},
             "mean": {v: round(sum(s["overall"] for s in ss) / len(ss), 6) for v, ss in scored.items()}}

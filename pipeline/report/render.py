@@ -357,18 +357,19 @@ def grammar_tables(doc: "Doc", zs: dict) -> None:
 def grammar_table(doc: "Doc", fam: dict, floor: dict | None, published: dict | None) -> None:
     """One family on BLiMP: each row overall and per phenomenon with its tests, then the floor and published LMs."""
     phenomena = sorted({p for r in fam["rows"] for p in r["phenomenon"]})
-    header = ["row", "overall", f"vs {fam['reference_row']}", "vs n-gram floor",
-              *[p.replace("_", " ") for p in phenomena]]
-    rows = [[r["label"], fixed_cell(r["overall"]), comparison_cell("accuracy", r["vs"]),
+    ref = [f"vs {fam['reference_row']}"] if fam["reference_row"] else []  # none: the baseline alone
+    header = ["row", "overall", *ref, "vs n-gram floor", *[p.replace("_", " ") for p in phenomena]]
+    rows = [[r["label"], fixed_cell(r["overall"]), *[comparison_cell("accuracy", r["vs"])][:len(ref)],
              comparison_cell("accuracy", r["vs_floor"]),
              *[f"{100 * r['phenomenon'][p].mean:.1f}" if r["phenomenon"].get(p) else "—" for p in phenomena]]
             for r in fam["rows"]]
+    blank = [""] * (len(ref) + 1)
     if floor:
-        rows.append([f"n-gram floor ({floor['order']}-gram)", f"{100 * floor['overall']:.1f}", "", "",
+        rows.append([f"n-gram floor ({floor['order']}-gram)", f"{100 * floor['overall']:.1f}", *blank,
                      *[f"{100 * floor['phenomenon'][p]:.1f}" if floor["phenomenon"].get(p) is not None else "—"
                        for p in phenomena]])
     for model, overall in (published["overall"].items() if published else ()):
-        rows.append([f"published: {model}", f"{100 * overall:.1f}", "", "",
+        rows.append([f"published: {model}", f"{100 * overall:.1f}", *blank,
                      *[f"{100 * published['phenomenon'][model][p]:.1f}"
                        if p in published["phenomenon"].get(model, {}) else "—" for p in phenomena]])
     doc.table(header, rows, caption=f"{fam['title']}: BLiMP accuracy (%), overall and per phenomenon")
