@@ -359,7 +359,7 @@ def grammar_table(doc: "Doc", fam: dict, floor: dict | None, published: dict | N
     phenomena = sorted({p for r in fam["rows"] for p in r["phenomenon"]})
     ref = [f"vs {fam['reference_row']}"] if fam["reference_row"] else []  # none: the baseline alone
     header = ["row", "overall", *ref, "vs n-gram floor", *[p.replace("_", " ") for p in phenomena]]
-    rows = [[r["label"], fixed_cell(r["overall"]), *[comparison_cell("accuracy", r["vs"])][:len(ref)],
+    rows = [[r["label"], fixed_cell(r["overall"]), *([comparison_cell("accuracy", r["vs"])] if ref else []),
              comparison_cell("accuracy", r["vs_floor"]),
              *[f"{100 * r['phenomenon'][p].mean:.1f}" if r["phenomenon"].get(p) else "—" for p in phenomena]]
             for r in fam["rows"]]
