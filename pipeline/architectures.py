@@ -60,8 +60,10 @@ class FolderFormat(Protocol):
 
     def encoder(self, arch: Architecture, folder: Path) -> nn.Module: ...
 
+    def poolings(self, arch: Architecture) -> tuple[str, ...]: ...
+
     def task_model(self, arch: Architecture, kind: str, folder: Path, num_outputs: int,
-                   pretrained: bool) -> nn.Module: ...
+                   pretrained: bool, pooling: str | None = None) -> nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,16 @@ class Architecture:
         """The network whose ``layer_states`` are an export's frozen features, in eval mode."""
         return self.folder.encoder(self, folder)
 
-    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module:
+    def poolings(self) -> tuple[str, ...]:
+        """How its sentence classifier may sum up a text (``pipeline.names.POOLINGS``)."""
+        return self.folder.poolings(self)
+
+    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool,
+                   pooling: str | None = None) -> nn.Module:
         """The network trained on a task of ``kind`` (``TaskData.kind``): the export's weights (``pretrained``)
-        or fresh ones of its config, with a new head of ``num_outputs``."""
-        return self.folder.task_model(self, kind, folder, num_outputs, pretrained)
+        or fresh ones of its config (the architecture's own initialisation), with a new head of ``num_outputs``
+        reading the text's summary of ``pooling`` (a sentence task's)."""
+        return self.folder.task_model(self, kind, folder, num_outputs, pretrained, pooling)
 
 
 ARCHITECTURES = {a.name: a for a in (

@@ -22,6 +22,10 @@ FEATURE_SETS = ("embeddings", "last", "second_to_last", "sum_last_four", "concat
 FROZEN = "frozen_"
 CLASSICAL = "tfidf"
 MODES = ("pretrained", "scratch", CLASSICAL, *(f"{FROZEN}{f}" for f in FEATURE_SETS))
+# finetune.poolings: how a sentence task's network sums up a text. ``token``: the architecture's summary token
+# ([CLS] in BERT; a left-to-right model's last real token, which has read the whole text, as GPT classifies),
+# through the pooler when fine-tuning; ``mean``: the mean of the states over the text's real tokens.
+POOLINGS = ("token", "mean")
 # Modes whose result does not depend on the pretrained weights: run once, with a variant's first pretraining seed.
 SEED_FREE = ("scratch", CLASSICAL)
 

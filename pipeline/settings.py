@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 
 from pipeline.errors import ConfigError
 from pipeline.model_config import LM_OBJECTIVES, config_class
-from pipeline.names import FORMATS, MODES, OPTIMIZERS, SCHEDULES, SPECIAL_TOKENS, check_families
+from pipeline.names import FORMATS, MODES, OPTIMIZERS, POOLINGS, SCHEDULES, SPECIAL_TOKENS, check_families
 from pipeline.values import (BETAS, BOOL, DURATION, FINITE, MAPPING, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE,
-                             POSITIVE_INT, PROBABILITY, TEXT, Kind, distinct, integer, is_int, list_of, number, one_of,
-                             shown)
+                             POSITIVE_INT, PROBABILITY, TEXT, Distinct, Kind, distinct, integer, is_int, list_of, number,
+                             one_of, shown)
 
 # Lightning's precision names (lightning.fabric.connector._PRECISION_INPUT; a test keeps them the same).
 PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
@@ -349,6 +349,35 @@ class TrainerSettings(Settings):
 # ----------------------------------------------------------------------------------------------- fine-tuning
 
 
+def grid_of(what: str) -> tuple[Kind, Distinct]:
+    """A tuning grid of positive numbers: each value is one candidate run, so a repeat is refused."""
+    return (list_of(POSITIVE, f"a non-empty list of positive numbers ({what})"),
+            distinct(f"values ({what}: each is one candidate run)"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TfidfGrid(Settings):
+    """TF-IDF's grid, chosen on dev like every other arm's settings."""
+    KEY = "finetune.tfidf"
+    c: tuple[float, ...] = setting(*grid_of("the logistic regression's inverse regularisation; ridge's alpha is 1/c"))
+    ngrams: tuple[int, ...] = setting(list_of(POSITIVE_INT, "a non-empty list of positive integers (the longest "
+                                                            "word n-gram)"),
+                                      distinct("values (ngrams: each is one candidate run)"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlSettings(Settings):
+    """The word-order control: the task again with every text's words shuffled, in train, dev and test."""
+    KEY = "finetune.control"
+    modes: tuple[str, ...] = setting(WORDS.saying("a list of fine-tuning modes (empty: no control)"), DISTINCT_MODES)
+    seeds: tuple[int, ...] = setting(list_of(integer(), "a non-empty list of integers"),
+                                     distinct("seeds (each is one run; a repeat would count the same run twice)"))
+
+    def check(self, key: str) -> None:
+        for i, mode in enumerate(self.modes):
+            one_of(MODES).check(f"{key}.modes[{i}]", mode)
+
+
 @dataclass(frozen=True, kw_only=True)
 class FinetuneSettings(Settings):
     KEY = "finetune"
@@ -360,8 +389,15 @@ class FinetuneSettings(Settings):
     feature_epochs: int = setting(POSITIVE_INT)
     eval_every_epoch: bool = setting(BOOL)
     batch_size: int = setting(POSITIVE_INT)
-    lr: float = setting(POSITIVE)
-    feature_lr: float = setting(POSITIVE)
+    length_grouped: bool = setting(BOOL)
+    lrs: tuple[float, ...] = setting(*grid_of("peak learning rates, fine-tuned and from scratch"))
+    feature_lrs: tuple[float, ...] = setting(*grid_of("peak learning rates of the heads on frozen features"))
+    poolings: tuple[str, ...] = setting(list_of(one_of(POOLINGS), f"a non-empty list of: {', '.join(POOLINGS)}"),
+                                        distinct("poolings (each is one candidate run)"))
+    tfidf: TfidfGrid = group(TfidfGrid)
+    test_fraction: float = setting(number(0, 1, low_open=True, high_open=True, expected=(
+        "a share in (0, 1) of the held-out examples kept for test (the rest is dev)")))
+    control: ControlSettings = group(ControlSettings)
     weight_decay: float = setting(NON_NEGATIVE)
     betas: tuple[float, float] = setting(BETAS)
     eps: float = setting(POSITIVE)
@@ -430,10 +466,14 @@ class GridSeeds(Settings):
     variants: int = setting(POSITIVE_INT.saying("a positive integer (pretraining runs)"))
 
 
+CHOOSERS = ("model", "variant")  # grid.finetune.choose
+
+
 @dataclass(frozen=True, kw_only=True)
 class GridFinetune(Settings):
     KEY = "grid.finetune"
     modes: tuple[str, ...] = setting(MODE_LIST, DISTINCT_MODES)
+    choose: str = setting(one_of(CHOOSERS))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -575,12 +615,14 @@ class PathsSettings(Settings):
 @dataclass(frozen=True, kw_only=True)
 class GridRun(Settings):
     """One pretraining run of the grid (``runs``, generated from ``grid`` and ``family``): its variant and seed,
-    the settings it changes, the modes it is fine-tuned in, and its folders."""
+    the settings it changes, the modes it is fine-tuned in, the run that chooses its fine-tuning settings, and
+    its folders."""
     KEY = "runs"
     variant: str = setting(TEXT)
     pretrain_seed: int = setting(NON_NEGATIVE_INT)
     set: tuple[str, ...] = setting(WORDS.saying("a list of overrides"))
     modes: tuple[str, ...] = setting(WORDS.saying("a list of fine-tuning modes"))
+    chooser: str = setting(TEXT)   # the run whose fine-tuning chose this run's settings on dev (itself, or another)
     pairs: str = setting(TEXT)
     pretrain: str = setting(TEXT)
     metrics: str = setting(TEXT)

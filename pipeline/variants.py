@@ -107,16 +107,31 @@ def seeds_of(grid: GridSettings, variant: str) -> int:
     return grid.seeds.baseline if variant == BASELINE else grid.seeds.variants
 
 
+# A variant whose overrides touch these groups has another network or pretraining objective than the baseline:
+# with ``grid.finetune.choose: model`` it chooses its own fine-tuning settings (docs/statistics.md).
+OWN_NETWORK = ("model", "objective")
+
+
+def chooses_own(grid: GridSettings, variant: str, overrides: list[str]) -> bool:
+    """Whether ``variant``'s first run chooses its fine-tuning settings on dev (else it takes the baseline's):
+    always with ``grid.finetune.choose: variant``; with ``model``, where its network or objective differs."""
+    if variant == BASELINE or grid.finetune.choose == "variant":
+        return True
+    return any(o.split("=", 1)[0].split(".", 1)[0].lstrip("+~") in OWN_NETWORK for o in overrides)
+
+
 def grid_runs(cfg: DictConfig) -> dict[str, dict]:
-    """Every pretraining run of the grid, the baseline's first: its variant, seed, settings, modes and folders
-    (the grid's settings checked first: composing conf/ lists the runs before any stage validates it)."""
+    """Every pretraining run of the grid, the baseline's first: its variant, seed, settings, modes and folders,
+    and ``chooser``, the run whose fine-tuning chose its settings on dev (the grid's settings checked first:
+    composing conf/ lists the runs before any stage validates it)."""
     grid = GridSettings.read(cfg.grid)
     runs = {}
     for variant in [BASELINE, *grid.pretrain]:
         overrides = [] if variant == BASELINE else find_variant(cfg, variant)
+        chooser = run_name(variant if chooses_own(grid, variant, overrides) else BASELINE, 0)
         for k in range(seeds_of(grid, variant)):
             runs[run_name(variant, k)] = {"variant": variant, "pretrain_seed": k, "set": overrides,
-                                          "modes": run_modes(cfg, variant, k),
+                                          "modes": run_modes(cfg, variant, k), "chooser": chooser,
                                           **run_paths(variant, k, overrides, cfg.paths)}
     return runs
 
@@ -135,21 +150,31 @@ def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
     ``<run metrics>/finetune.json``), one per (run, task of the suite) with one (``<run>-<task>``, writing
     ``<run metrics>/tasks/<task>/``, its metrics and any predictions)."""
     suite = cfg.get("suite")
+    runs = grid_runs(cfg)
     out = {}
-    for name, run in grid_runs(cfg).items():
+    for name, run in runs.items():
         common = {"variant": run["variant"], "pretrain_seed": run["pretrain_seed"], "run": name,
-                  "pretrain": run["pretrain"], "set": run["set"]}
+                  "pretrain": run["pretrain"], "set": run["set"], "chooser": run["chooser"]}
         args = f"variant={run['variant']} pretrain_seed={run['pretrain_seed']}"  # the stage's overrides
+        chooser = runs[run["chooser"]]
         if not suite:
             out[name] = {**common, "args": args, "task": None, "task_key": "task", "modes": run["modes"],
-                         "metrics": run["metrics"], "out": f"{run['metrics']}/finetune.json"}
+                         "metrics": run["metrics"], "out": f"{run['metrics']}/finetune.json",
+                         "choices": _choices(name, run, chooser, f"{chooser['metrics']}/finetune.json")}
             continue
         for task in suite.tasks:
             folder = f"{run['metrics']}/tasks/{task}"
             out[f"{name}-{task}"] = {**common, "args": f"{args} suite_task={task}", "task": task,
                                      "task_key": f"suite.tasks.{task}", "modes": suite_modes(cfg, task, run["modes"]),
-                                     "metrics": folder, "out": folder}
+                                     "metrics": folder, "out": folder,
+                                     "choices": _choices(name, run, chooser, f"{chooser['metrics']}/tasks/{task}")}
     return out
+
+
+def _choices(name: str, run: dict, chooser: dict, out: str) -> str:
+    """What a finetune stage reads its choices from, a DVC dependency: the choosing run's output; a run that
+    chooses its own names its pretrained model again (a dependency it already has)."""
+    return run["pretrain"] if run["chooser"] == name else out
 
 
 def zero_shot_runs(cfg: DictConfig) -> dict[str, dict]:

@@ -145,8 +145,9 @@ def original_ids(slow, line: str) -> list[int]:
     return slow.convert_tokens_to_ids(slow.tokenize(line))
 
 
-def tiny_export(root: Path) -> Path:
-    """A 1-layer BERT export with a 500-piece Bible vocabulary in ``root/pretrain``, as the pretrain stage writes it."""
+def tiny_export(root: Path, **config) -> Path:
+    """A 1-layer BERT export with a 500-piece Bible vocabulary in ``root/pretrain``, as the pretrain stage writes it
+    (``config``: BertConfig settings beside the tiny size's)."""
     from pipeline.data.corpus import bible_documents
     from pipeline.io import write_json
     from pipeline.model.bert import BertForPreTraining
@@ -156,8 +157,9 @@ def tiny_export(root: Path) -> Path:
 
     docs = list(bible_documents())[:200]
     train_wordpiece((s for d in docs for s in d.sentences), root / "tokenizer", vocab_size=500, progress=False)
-    model = BertForPreTraining(BertConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                          intermediate_size=64, max_position_embeddings=128))
+    model = BertForPreTraining(BertConfig(**{**dict(vocab_size=500, hidden_size=32, num_hidden_layers=1,
+                                                    num_attention_heads=2, intermediate_size=64,
+                                                    max_position_embeddings=128), **config}))
     save_hf(model, root / "pretrain" / "hf", tokenizer_dir=root / "tokenizer")
     write_json(root / "pretrain" / "run.json", {"mlflow_run_id": "none"})
     return root / "pretrain"

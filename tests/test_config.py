@@ -35,6 +35,14 @@ def test_every_concern_has_a_group():
     ("masking.static=maybe", "masking.static='maybe'"),
     ("runtime.num_workers=0", "runtime.num_workers=0"),
     ("runtime.precision=16-mixed", "runtime.precision=16-mixed with runtime.fused_optimizer=true"),
+    ("finetune.lrs=[1e-3,0]", "finetune.lrs=[0.001, 0]"),
+    ("finetune.lrs=[1e-3,1e-3]", "finetune.lrs=[0.001, 0.001] is not allowed: 0.001 is listed 2 times"),
+    ("finetune.feature_lrs=[]", "finetune.feature_lrs=[]"),
+    ("finetune.poolings=[cls]", "finetune.poolings=['cls']"),
+    ("finetune.tfidf.c=[-1]", "finetune.tfidf.c=[-1]"),
+    ("finetune.test_fraction=1.0", "finetune.test_fraction=1.0"),
+    ("finetune.control.modes=[tfidf,bow]", "finetune.control.modes[1]='bow'"),
+    ("grid.finetune.choose=each", "grid.finetune.choose='each'"),
 ])
 def test_invalid_settings_name_key_and_value(override, key):
     with pytest.raises(ConfigError) as e:
@@ -54,7 +62,7 @@ def test_demo_long_is_the_demo_baseline_trained_longer():
     demo, long = compose(), compose(["experiment=demo_long"])
     validate(long)
     assert list(long.runs) == ["baseline", "baseline-s1", "baseline-s2"]
-    assert {"pretrained", "scratch", "tfidf"} <= set(long.finetunes.baseline.modes)
+    assert {"pretrained", "scratch", "tfidf"} <= set(long.finetunes["baseline-word_order"].modes)
     assert long.trainer.max_steps * long.trainer.batch_size >= 4 * demo.trainer.max_steps * demo.trainer.batch_size
     assert long.finetune.epochs > demo.finetune.epochs and len(long.finetune.seeds) > len(demo.finetune.seeds)
     for group in ("model", "pairs", "masking", "objective", "optim", "task", "tokenizer"):

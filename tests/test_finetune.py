@@ -19,10 +19,13 @@ def test_pooled_states_average_real_tokens_of_every_layer():
     data = [{"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 0, 0], "label": 1},
             {"input_ids": [2, 9, 3], "token_type_ids": [0, 0, 0], "label": 0}]
     states = pooled_states(Encoder(model), data)
-    assert states.shape == (2, 4, 16)  # embeddings + 3 layers
+    assert states["mean"].shape == states["token"].shape == (2, 4, 16)  # embeddings + 3 layers
     with torch.no_grad():
         alone = model(torch.tensor([[2, 9, 3]]), output_hidden_states=True).hidden_states
-    torch.testing.assert_close(states[1], torch.stack([h[0].mean(0) for h in alone]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(states["mean"][1], torch.stack([h[0].mean(0) for h in alone]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(states["token"][1], torch.stack([h[0, 0] for h in alone]), atol=1e-5, rtol=1e-5)
+    causal = pooled_states(Encoder(model), data, causal=True)["token"]  # a left-to-right model's last real token
+    torch.testing.assert_close(causal[1], torch.stack([h[0, -1] for h in alone]), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("feature_set", FEATURE_SETS)
@@ -77,8 +80,8 @@ def test_the_tfidf_floor_of_a_pair_task_sees_whether_the_two_sides_agree():
         return Example(" ".join(a), " ".join(rng.sample(b, 8)), shared / 8)
 
     task = TaskData("agree", [], [example() for _ in range(1500)], [example() for _ in range(300)],
-                    metrics=["pearson"], regression=True)
-    assert classical(task)["pearson"] > 0.8
+                    metrics=["pearson"], regression=True, test=[example() for _ in range(300)])
+    assert classical(task, ngrams=2, c=1.0)("test")["pearson"] > 0.8
 
 
 class _Squares:

@@ -49,24 +49,28 @@ class LengthGroupedBatches(torch.utils.data.Sampler):
     (every ``world``-th example from ``rank``), cut it into pools of ``pool``
     batches, sort each pool by length, cut it into batches and shuffle the
     batches. Every example of the share is used at most once an epoch; the last
-    incomplete batch is dropped.
+    incomplete batch is dropped (with ``drop_last`` false, kept: every example every epoch, as fine-tuning
+    wants).
     """
 
     def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, rank: int = 0, world: int = 1,
-                 pool: int = 50):
+                 pool: int = 50, drop_last: bool = True):
         self.lengths, self.batch_size, self.seed = np.asarray(lengths), batch_size, seed
         self.rank, self.world, self.pool, self.epoch = rank, world, pool, 0
+        self.drop_last = drop_last
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return len(range(self.rank, len(self.lengths), self.world)) // self.batch_size
+        n = len(range(self.rank, len(self.lengths), self.world))
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         share = torch.randperm(len(self.lengths), generator=g).numpy()[self.rank::self.world]
-        share = share[: len(self) * self.batch_size]
+        if self.drop_last:
+            share = share[: len(self) * self.batch_size]
         size = self.pool * self.batch_size
         batches = []
         for start in range(0, len(share), size):

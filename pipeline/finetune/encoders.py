@@ -22,9 +22,14 @@ from pipeline.model.downstream import Encoder
 class Downstream(Protocol):
     """What an architecture offers downstream (``pipeline.architectures.Architecture``)."""
 
+    def read_config(self, folder: Path): ...
+
     def encoder(self, folder: Path) -> nn.Module: ...
 
-    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module: ...
+    def poolings(self) -> tuple[str, ...]: ...
+
+    def task_model(self, kind: str, folder: Path, num_outputs: int, pretrained: bool,
+                   pooling: str | None = None) -> nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,16 @@ class Export:
         """The export's layers, for heads on frozen features."""
         return Encoder(self.architecture.encoder(self.folder))
 
-    def task_model(self, kind: str, num_outputs: int, pretrained: bool) -> nn.Module:
+    @property
+    def poolings(self) -> tuple[str, ...]:
+        """How its sentence classifier, and a head on its frozen features, may sum up a text."""
+        return self.architecture.poolings()
+
+    @property
+    def causal(self) -> bool:
+        """Whether it reads left to right (its summary token is the last one, not [CLS])."""
+        return bool(getattr(self.architecture.read_config(self.folder), "causal", False))
+
+    def task_model(self, kind: str, num_outputs: int, pretrained: bool, pooling: str | None = None) -> nn.Module:
         """The network trained on a task of ``kind``: the export's weights (``pretrained``) or fresh ones."""
-        return self.architecture.task_model(kind, self.folder, num_outputs, pretrained)
+        return self.architecture.task_model(kind, self.folder, num_outputs, pretrained, pooling)

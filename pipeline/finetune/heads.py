@@ -76,16 +76,21 @@ class FeatureHead(nn.Module):
 
 
 @torch.no_grad()
-def pooled_states(encoder: Encoder, data: list[dict], batch_size: int = 64) -> torch.Tensor:
-    """(N, L+1, H): each example's mean token state (real tokens only) at every layer, the token layer first."""
+def pooled_states(encoder: Encoder, data: list[dict], batch_size: int = 64,
+                  causal: bool = False) -> dict[str, torch.Tensor]:
+    """Each example's summary at every layer, the token layer first, by pooling (``pipeline.names.POOLINGS``):
+    ``mean``, the mean state over its real tokens; ``token``, the state of its summary token ([CLS], or in a
+    left-to-right model the last real token). Each (N, L+1, H); one pass of the encoder for both."""
     encoder.eval()
-    out = []
+    means, tokens = [], []
     for batch in DataLoader(data, batch_size=batch_size, collate_fn=pad_collate):
-        states = torch.stack(encoder(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]), 1)
-        #                                                              (B, L+1, T, H)
-        m = batch["attention_mask"][:, None, :, None].to(states.dtype)  # (B, 1, T, 1)
-        out.append((states * m).sum(2) / m.sum(2))                     # (B, L+1, H)
-    return torch.cat(out)
+        mask = batch["attention_mask"]
+        states = torch.stack(encoder(batch["input_ids"], batch["token_type_ids"], mask), 1)  # (B, L+1, T, H)
+        m = mask[:, None, :, None].to(states.dtype)                                         # (B, 1, T, 1)
+        means.append((states * m).sum(2) / m.sum(2))                                        # (B, L+1, H)
+        at = mask.sum(1) - 1 if causal else torch.zeros(len(mask), dtype=torch.long)       # (B,)
+        tokens.append(states[torch.arange(len(mask)), :, at])                               # (B, L+1, H)
+    return {"mean": torch.cat(means), "token": torch.cat(tokens)}
 
 
 class FrozenBiLSTMTagger(nn.Module):

@@ -3,16 +3,19 @@
 Each mode trains one network per seed:
 
 * ``pretrained`` / ``scratch`` -- BERT's ``BertForSequenceClassification``, a head on the pooled ``[CLS]``
-  (the models BERT grew out of: a head on their top layer's mean, ``pipeline.finetune.encoders``);
+  or on the mean of the top layer's states (the candidate's ``pooling``; the models BERT grew out of: a
+  head on their top layer's mean, ``pipeline.finetune.encoders``);
 * ``frozen_<set>`` -- a small head (``FeatureHead``) on each example's token
-  states averaged over its real tokens, at the layers of the feature set. The
-  states of every layer come from one pass of the frozen encoder, shared by
-  every feature set and seed;
-* ``tfidf`` -- TF-IDF word 1-2-grams with logistic regression (ridge for regression), scikit-learn.
+  states averaged over its real tokens (or its summary token's), at the layers of
+  the feature set. The states of every layer come from one pass of the frozen
+  encoder, shared by every feature set, pooling and seed;
+* ``tfidf`` -- TF-IDF word n-grams with logistic regression (ridge for regression), scikit-learn, its
+  regularisation and n-gram range chosen like every other arm's settings.
 """
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import numpy as np
 import torch
@@ -24,7 +27,7 @@ from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FeatureHead, pooled_states
 from pipeline.finetune.modes import is_frozen
 from pipeline.finetune.tasks.base import Example, TaskData, score
-from pipeline.finetune.training import Recipe, Runner
+from pipeline.finetune.training import SPLITS, Recipe, Runner
 
 log = logging.getLogger(__name__)
 
@@ -71,68 +74,97 @@ class SentenceObjective:
 
 class SentenceRunner(Runner):
     """The runs of one sentence task from one export. A head on frozen features reads each example's pooled
-    states (``states``), computed once for every feature set and seed."""
+    states (``states``), computed once for every feature set, pooling and seed."""
 
     kind = "sentence"
 
     def __init__(self, recipe: Recipe, task: TaskData, tok, export: Export):
         super().__init__(recipe, task, export)
-        self.train = encode(tok, task.train, recipe.max_seq_length)
-        self.dev = encode(tok, task.dev, recipe.max_seq_length)
-        self._states: tuple[torch.Tensor, torch.Tensor] | None = None
-        log.info("task %s: %d train, %d dev examples, %s", task.name, len(self.train), len(self.dev),
-                 "regression" if task.regression else f"{len(task.labels)} labels")
+        self.encoded = {split: encode(tok, getattr(task, split), recipe.max_seq_length)
+                        for split in ("train", *SPLITS)}
+        self._states: dict[str, dict[str, torch.Tensor]] | None = None
+        log.info("task %s: %d train, %d dev, %d test examples, %s", task.name, len(task.train), len(task.dev),
+                 len(task.test), "regression" if task.regression else f"{len(task.labels)} labels")
 
-    def objective(self) -> SentenceObjective:
+    def poolings(self) -> list[str | None]:
+        offered = self.export.poolings
+        return [p for p in self.recipe.grid.poolings if p in offered] or [offered[0]]
+
+    def objective(self, split: str, run=None) -> SentenceObjective:
         return SentenceObjective(self.task)
 
-    def frozen_head(self, feature_set: str) -> FeatureHead:
-        train_states, _ = self.states()
+    def frozen_head(self, feature_set: str, pooling: str | None) -> FeatureHead:
+        train_states = self.states()["train"][pooling]
         return FeatureHead(feature_set, train_states.shape[1], train_states.shape[2], self.task.num_outputs)
 
-    def loaders(self, mode: str, seed: int) -> tuple[DataLoader, DataLoader]:
+    def train_loader(self, mode: str, settings: dict, seed: int) -> DataLoader:
         if not is_frozen(mode):
-            return super().loaders(mode, seed)
+            return super().train_loader(mode, settings, seed)
+        return self._feature_loader("train", settings["pooling"], seed)
+
+    def eval_loader(self, mode: str, settings: dict, split: str) -> DataLoader:
+        if not is_frozen(mode):
+            return super().eval_loader(mode, settings, split)
+        return self._feature_loader(split, settings["pooling"], None)
+
+    def _feature_loader(self, split: str, pooling: str, seed: int | None) -> DataLoader:
+        """Batches of a split's precomputed states (train: shuffled by ``seed``)."""
         r = self.recipe
         dtype = torch.float32 if self.task.regression else torch.long
-
-        def loader(states, examples, shuffle):
-            labels = torch.tensor([e["label"] for e in examples], dtype=dtype)
-            collate = lambda items: {"states": torch.stack([s for s, _ in items]),  # noqa: E731
-                                     "label": torch.stack([y for _, y in items])}
-            return DataLoader(TensorDataset(states, labels), batch_size=r.batch_size if shuffle else
-                              r.feature_eval_batch_size, shuffle=shuffle, collate_fn=collate,
-                              generator=torch.Generator().manual_seed(seed) if shuffle else None)
-
-        train_states, dev_states = self.states()
-        return loader(train_states, self.train, True), loader(dev_states, self.dev, False)
+        labels = torch.tensor([e["label"] for e in self.encoded[split]], dtype=dtype)
+        collate = lambda items: {"states": torch.stack([s for s, _ in items]),  # noqa: E731
+                                 "label": torch.stack([y for _, y in items])}
+        shuffle = seed is not None
+        return DataLoader(TensorDataset(self.states()[split][pooling], labels),
+                          batch_size=r.batch_size if shuffle else r.feature_eval_batch_size, shuffle=shuffle,
+                          collate_fn=collate, generator=torch.Generator().manual_seed(seed) if shuffle else None)
 
     def inputs(self, mode: str) -> tuple[str, ...]:
         return ("states",) if is_frozen(mode) else super().inputs(mode)
 
-    def states(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(train, dev) pooled states of every layer of the frozen encoder, computed once for every head and seed.
-        Computing them draws nothing from the seeded generator: a head starts alike whether or not they were."""
+    def states(self) -> dict[str, dict[str, torch.Tensor]]:
+        """Each split's pooled states of every layer of the frozen encoder (``pooled_states``), computed once for
+        every head, pooling and seed. Computing them draws nothing from the seeded generator: a head starts
+        alike whether or not they were."""
         if self._states is None:
             with torch.random.fork_rng(devices=[]):
                 encoder = self.export.frozen_encoder()
-                self._states = (pooled_states(encoder, self.train, self.recipe.eval_batch_size),
-                                pooled_states(encoder, self.dev, self.recipe.eval_batch_size))
+                causal = self.export.causal
+                self._states = {split: pooled_states(encoder, data, self.recipe.eval_batch_size, causal)
+                                for split, data in self.encoded.items()}
         return self._states
 
-    def classical(self) -> dict:
-        return classical(self.task)
+    def data_summary(self) -> dict:
+        """The splits' sizes, and ``chance``: the test score of always predicting train's most common label (a
+        regression's: 0, no correlation)."""
+        out = super().data_summary()
+        if self.task.regression:
+            return {**out, "chance": 0.0}
+        labels = [e.label for e in self.task.train]
+        common = max(sorted(set(labels)), key=labels.count)
+        targets = [e.label for e in self.task.test]
+        chance = score(self.task.metrics, torch.full((len(targets),), common), torch.as_tensor(targets),
+                       max(2, self.task.num_outputs))
+        return {**out, "chance": chance[self.task.metrics[0]]}
+
+    def classical_candidates(self) -> list[dict]:
+        g = self.recipe.grid
+        return [{"ngrams": n, "c": c} for n in g.tfidf_ngrams for c in g.tfidf_c]
+
+    def classical(self, settings: dict) -> Callable[[str], dict]:
+        return classical(self.task, settings["ngrams"], settings["c"])
 
 
-def classical(task: TaskData) -> dict:
-    """TF-IDF word 1-2-grams + logistic regression (ridge for regression). For a pair, the features also see
-    whether the two sides agree: both texts' n-grams, their absolute difference, their product (the shared
-    n-grams) and the two sides' cosine similarity -- joined into one bag, a linear model could not."""
+def classical(task: TaskData, ngrams: int, c: float) -> Callable[[str], dict]:
+    """TF-IDF word n-grams up to ``ngrams`` + logistic regression (ridge for regression), inverse regularisation
+    ``c``, fitted on train: split -> its scores. For a pair, the features also see whether the two sides agree:
+    both texts' n-grams, their absolute difference, their product (the shared n-grams) and the two sides' cosine
+    similarity -- joined into one bag, a linear model could not."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression, Ridge
 
     pairs = task.is_pair
-    vec = TfidfVectorizer(ngram_range=(1, 2))
+    vec = TfidfVectorizer(ngram_range=(1, ngrams), sublinear_tf=True)
     vec.fit([e.text_a if e.text_b is None else f"{e.text_a} {e.text_b}" for e in task.train])
 
     def features(examples):
@@ -143,8 +175,13 @@ def classical(task: TaskData) -> dict:
         both = a.multiply(b)  # rows are L2-normalised: each row's sum is the cosine of the two sides
         return hstack([a + b, abs(a - b), both, csr_matrix(np.asarray(both.sum(1)))]).tocsr()
 
-    model = Ridge() if task.regression else LogisticRegression(max_iter=2000)
+    model = Ridge(alpha=1.0 / c) if task.regression else LogisticRegression(C=c, max_iter=2000)
     model.fit(features(task.train), [e.label for e in task.train])
-    preds = model.predict(features(task.dev))
-    return score(task.metrics, torch.as_tensor(preds), torch.as_tensor([e.label for e in task.dev]),
-                 max(2, task.num_outputs))
+
+    def scores(split: str) -> dict:
+        examples = getattr(task, split)
+        preds = model.predict(features(examples))
+        return score(task.metrics, torch.as_tensor(preds), torch.as_tensor([e.label for e in examples]),
+                     max(2, task.num_outputs))
+
+    return scores

@@ -19,7 +19,7 @@ tokens only, a start only where the window gives the token its most context),
 its text cut from the original passage by character offsets, widened to whole
 words (a span never starts or ends inside a word, as run_squad's answers). A question whose
 passage leaves no token (an empty passage, or no room beside the question) is
-skipped and counted; on dev it scores 0. So is a training question whose
+skipped and counted; on dev and test it scores 0. So is a training question whose
 answers cover no token.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.overlap import sliding_window_answers
 from pipeline.finetune.tasks.squad import Question, SpanSettings, SquadTask
-from pipeline.finetune.training import Recipe, Runner
+from pipeline.finetune.training import SPLITS, Recipe, Runner, Trained
 from pipeline.names import CLASSICAL
 
 log = logging.getLogger(__name__)
@@ -186,14 +187,17 @@ def best_answers(questions: list[Question], windows: list[Window], logits: dict[
 
 
 class SpanObjective:
-    """Mean of the start and end cross-entropies per window; SQuAD's scores of the best span per dev question."""
+    """Mean of the start and end cross-entropies per window; SQuAD's scores of the best span per question of a
+    split (``questions``, whose windows are ``windows``). v2.0: abstaining above ``threshold``, or where it is
+    None (dev) above the threshold best on this split."""
 
     headline = "f1"
 
-    def __init__(self, task: SquadTask, windows: list[Window]):
-        self.task, self.windows = task, windows
+    def __init__(self, task: SquadTask, questions: list[Question], windows: list[Window],
+                 threshold: float | None = None):
+        self.task, self.questions, self.windows, self.threshold = task, questions, windows, threshold
         self._logits: dict[int, np.ndarray] = {}
-        self.answers: dict[str, str] = {}              # the last dev pass: final answers, null odds, scores
+        self.answers: dict[str, str] = {}              # the last pass: final answers, null odds, scores
         self.null_odds: dict[str, float] | None = None
         self.metrics: dict[str, float] = {}
 
@@ -213,10 +217,10 @@ class SpanObjective:
     def scores(self) -> dict[str, float]:
         if not self._logits:
             return {}
-        texts, odds = best_answers(self.task.dev, self.windows, self._logits, self.task.span)
+        texts, odds = best_answers(self.questions, self.windows, self._logits, self.task.span)
         self._logits = {}
         self.null_odds = odds if self.task.with_no_answer else None
-        metrics, self.answers = evaluate(self.task.dev, texts, self.null_odds)
+        metrics, self.answers = evaluate(self.questions, texts, self.null_odds, self.threshold)
         self.metrics = {k: float(v) for k, v in metrics.items()}
         return self.metrics
 
@@ -224,8 +228,9 @@ class SpanObjective:
 class SpanRunner(Runner):
     """The runs of one SQuAD task from one export: the encoded windows; on frozen features, a BiLSTM span scorer.
 
-    Each run leaves its answers for ``outputs``: ``predictions/<mode>-s<seed>/predictions.json`` (and for v2.0
-    ``null_odds.json``), the files the official evaluation scripts read.
+    Each run leaves its test answers for ``outputs``: ``predictions/<mode>-s<seed>/predictions.json`` (and for
+    v2.0 ``null_odds.json``), the files the official evaluation scripts read. For v2.0 the no-answer threshold
+    is chosen on dev and applied on test, like every other choice.
     """
 
     kind = "span"
@@ -233,42 +238,63 @@ class SpanRunner(Runner):
 
     def __init__(self, recipe: Recipe, task: SquadTask, tok, export: Export):
         super().__init__(recipe, task, export)
-        train = encode_spans(tok, task.train, recipe.max_seq_length, task.span, training=True)
-        dev = encode_spans(tok, task.dev, recipe.max_seq_length, task.span)
-        self.train, self.dev, self.windows = train.features, dev.features, dev.windows
-        self.skipped = {"skipped_train_questions": train.skipped, "skipped_dev_questions": dev.skipped}
-        if train.skipped or dev.skipped:
-            log.warning("task %s: %d train and %d dev questions skipped: their passage left no token beside the "
-                        "question (max_seq_length=%d), or a train answer covers no token", task.name, train.skipped,
-                        dev.skipped, recipe.max_seq_length)
-        log.info("task %s (SQuAD %s%s): %d train, %d dev questions in %d and %d windows", task.name, task.version,
-                 "" if task.comparable else ", dev split from the train data", len(task.train), len(task.dev),
-                 len(self.train), len(self.dev))
+        self.windows: dict[str, list[Window]] = {}
+        self.skipped: dict[str, int] = {}
+        for split in ("train", *SPLITS):
+            enc = encode_spans(tok, getattr(task, split), recipe.max_seq_length, task.span, training=split == "train")
+            self.encoded[split], self.windows[split] = enc.features, enc.windows
+            self.skipped[f"skipped_{split}_questions"] = enc.skipped
+        if any(self.skipped.values()):
+            log.warning("task %s: questions skipped (%s): their passage left no token beside the question "
+                        "(max_seq_length=%d), or a train answer covers no token", task.name,
+                        ", ".join(f"{k} {v}" for k, v in self.skipped.items()), recipe.max_seq_length)
+        log.info("task %s (SQuAD %s%s): %d train, %d dev, %d test questions in %d, %d and %d windows", task.name,
+                 task.version, "" if task.comparable else ", held-out questions split from the train data",
+                 len(task.train), len(task.dev), len(task.test), *(len(self.encoded[s]) for s in ("train", *SPLITS)))
 
-    def objective(self) -> SpanObjective:
-        return SpanObjective(self.task, self.windows)
+    def objective(self, split: str, run: Trained | None = None) -> SpanObjective:
+        threshold = (run.extra or {}).get("null_threshold") if run is not None and split == "test" else None
+        return SpanObjective(self.task, getattr(self.task, split), self.windows[split], threshold)
 
-    def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
+    def frozen_head(self, feature_set: str, pooling: str | None) -> FrozenBiLSTMTagger:
         encoder = self.export.frozen_encoder()
         # One BiLSTM layer, each direction half the encoder's width: the span head stays small beside the encoder.
         return FrozenBiLSTMTagger(encoder, feature_set, self.num_outputs, lstm_hidden=max(1, encoder.hidden_size // 2),
                                   lstm_layers=1)
 
-    def finish(self, mode: str, seed: int, objective: SpanObjective) -> dict:
-        self._keep(mode, seed, objective.answers, objective.null_odds)
+    def finish(self, run: Trained, split: str, objective: SpanObjective) -> dict:
+        if split == "dev":  # v2.0: the threshold chosen here is the one test applies
+            if "null_threshold" in objective.metrics:
+                run.extra = {**(run.extra or {}), "null_threshold": objective.metrics["null_threshold"]}
+            return self._extras(objective.metrics)
+        self._keep(run.mode, run.seed, objective.answers, objective.null_odds)
         return self._extras(objective.metrics)
 
-    def classical(self) -> dict:
-        """The sliding-window word-overlap baseline (no network, no pretraining)."""
-        texts, odds, method = sliding_window_answers(self.task.train, self.task.dev, self.task.span.max_answer_length)
-        metrics, answers = evaluate(self.task.dev, texts, odds if self.task.with_no_answer else None)
-        self._keep(CLASSICAL, 0, answers, odds if self.task.with_no_answer else None)
-        return {**{m: metrics[m] for m in self.task.metrics}, **self._extras(metrics), **method}
+    def classical(self, settings: dict) -> Callable[[str], dict]:
+        """The sliding-window word-overlap baseline (no network, no pretraining): split -> its scores (v2.0: the
+        threshold chosen on dev)."""
+        chosen: dict[str, float] = {}
+
+        def scores(split: str) -> dict:
+            questions = getattr(self.task, split)
+            texts, odds, method = sliding_window_answers(self.task.train, questions,
+                                                         self.task.span.max_answer_length)
+            odds = odds if self.task.with_no_answer else None
+            if split == "test" and odds is not None and "dev" not in chosen:
+                scores("dev")
+            metrics, answers = evaluate(questions, texts, odds, chosen.get("dev") if split == "test" else None)
+            if split == "dev" and "null_threshold" in metrics:
+                chosen["dev"] = metrics["null_threshold"]
+            if split == "test":
+                self._keep(CLASSICAL, 0, answers, odds)
+            return {**{m: metrics[m] for m in self.task.metrics}, **self._extras(metrics), **method}
+
+        return scores
 
     def data_summary(self) -> dict:
-        """Examples are windows; ``comparable`` false: the dev split comes from the train data."""
-        return {**super().data_summary(), "train_questions": len(self.task.train),
-                "dev_questions": len(self.task.dev), "comparable": self.task.comparable}
+        """Examples are windows; ``comparable`` false: the held-out questions come from the train data."""
+        return {**super().data_summary(), **{f"{split}_questions": len(getattr(self.task, split))
+                                            for split in ("train", *SPLITS)}, "comparable": self.task.comparable}
 
     def _extras(self, metrics: dict) -> dict:
         """What a run reports beside the task's metrics: the v2.0 threshold, the questions skipped."""

@@ -16,6 +16,7 @@ words cut off by ``task.max_seq_length`` count as predicted ``O``.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +25,7 @@ from pipeline.data.datamodule import pad_collate
 from pipeline.finetune.encoders import Export
 from pipeline.finetune.heads import FrozenBiLSTMTagger
 from pipeline.finetune.tasks.conll import NerTask, Sentence
-from pipeline.finetune.training import Recipe, Runner
+from pipeline.finetune.training import SPLITS, Recipe, Runner, Trained
 from pipeline.names import IGNORE_INDEX
 
 log = logging.getLogger(__name__)
@@ -64,12 +65,12 @@ def entity_scores(gold: list[list[str]], pred: list[list[str]]) -> dict[str, flo
 
 
 class TaggingObjective:
-    """Cross-entropy over labelled word pieces; entity-level scores of whole dev sentences."""
+    """Cross-entropy over labelled word pieces; entity-level scores of the whole sentences of a split."""
 
     headline = "f1"
 
-    def __init__(self, task: NerTask):
-        self.task = task
+    def __init__(self, task: NerTask, sentences: list[Sentence]):
+        self.task, self.sentences = task, sentences  # the split scored (batch["index"] points into it)
         self._gold: list[list[str]] = []
         self._pred: list[list[str]] = []
 
@@ -84,7 +85,7 @@ class TaggingObjective:
         pred = logits.argmax(-1)
         names = self.task.labels
         for row, i in enumerate(batch["index"].tolist()):
-            gold = [names[t] for t in self.task.dev[i].tags]
+            gold = [names[t] for t in self.sentences[i].tags]
             tags = [names[t] for t in pred[row][batch["labels"][row] != IGNORE_INDEX].tolist()]
             self._gold.append(gold)
             self._pred.append(tags + ["O"] * (len(gold) - len(tags)))  # words cut off by truncation
@@ -105,19 +106,19 @@ class TokenRunner(Runner):
 
     def __init__(self, recipe: Recipe, task: NerTask, tok, export: Export):
         super().__init__(recipe, task, export)
-        self.train = encode_ner(tok, task.train, recipe.max_seq_length)
-        self.dev = encode_ner(tok, task.dev, recipe.max_seq_length)
-        log.info("task %s: %d train, %d dev sentences, %d tags", task.name, len(self.train), len(self.dev),
-                 len(task.labels))
+        self.encoded = {split: encode_ner(tok, getattr(task, split), recipe.max_seq_length)
+                        for split in ("train", *SPLITS)}
+        log.info("task %s: %d train, %d dev, %d test sentences, %d tags", task.name, len(task.train), len(task.dev),
+                 len(task.test), len(task.labels))
 
-    def objective(self) -> TaggingObjective:
-        return TaggingObjective(self.task)
+    def objective(self, split: str, run: Trained | None = None) -> TaggingObjective:
+        return TaggingObjective(self.task, getattr(self.task, split))
 
-    def frozen_head(self, feature_set: str) -> FrozenBiLSTMTagger:
+    def frozen_head(self, feature_set: str, pooling: str | None) -> FrozenBiLSTMTagger:
         """The paper's feature-based NER: a two-layer BiLSTM tagger on the frozen encoder's states."""
         return FrozenBiLSTMTagger(self.export.frozen_encoder(), feature_set, self.task.num_outputs)
 
-    def classical(self) -> dict:
+    def classical(self, settings: dict) -> Callable[[str], dict]:
         return linear_baseline(self.task)
 
 
@@ -131,8 +132,9 @@ def word_features(words: tuple[str, ...], i: int) -> dict[str, float]:
     return f
 
 
-def linear_baseline(task: NerTask) -> dict:
-    """The linear baseline: logistic regression per word on sparse word features."""
+def linear_baseline(task: NerTask) -> Callable[[str], dict]:
+    """The linear baseline: logistic regression per word on sparse word features, fitted on train: split -> its
+    scores."""
     from sklearn.feature_extraction import DictVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -143,10 +145,15 @@ def linear_baseline(task: NerTask) -> dict:
     x = vec.fit_transform(feats(task.train))
     y = [t for s in task.train for t in s.tags]
     clf = LogisticRegression(max_iter=2000).fit(x, y)
-    flat = clf.predict(vec.transform(feats(task.dev))).tolist()
-    gold, pred, k = [], [], 0
-    for s in task.dev:
-        gold.append([task.labels[t] for t in s.tags])
-        pred.append([task.labels[t] for t in flat[k:k + len(s.words)]])
-        k += len(s.words)
-    return entity_scores(gold, pred)
+
+    def scores(split: str) -> dict:
+        sentences = getattr(task, split)
+        flat = clf.predict(vec.transform(feats(sentences))).tolist()
+        gold, pred, k = [], [], 0
+        for s in sentences:
+            gold.append([task.labels[t] for t in s.tags])
+            pred.append([task.labels[t] for t in flat[k:k + len(s.words)]])
+            k += len(s.words)
+        return entity_scores(gold, pred)
+
+    return scores

@@ -2,30 +2,46 @@
 and the runner of a task's modes.
 
 A run trains one network (a fine-tuned model, one from scratch, or a head on
-frozen features) with one seed. ``Finetuning`` is the wiring: the loss of each
-batch and the task's scores over each dev pass come from an ``Objective`` --
-a label per text (``pipeline.finetune.sentence``), a label per word
-(``pipeline.finetune.tokens``) or an answer span (``pipeline.finetune.spans``).
-``Runner`` is what the stage calls for each (mode, seed); each kind of task
-subclasses it with what differs.
+frozen features) with one seed and one setting of its mode's candidates (a
+learning rate, a pooling). ``Finetuning`` is the wiring: the loss of each
+batch and the task's scores over each pass of a split come from an
+``Objective`` -- a label per text (``pipeline.finetune.sentence``), a label per
+word (``pipeline.finetune.tokens``) or an answer span
+(``pipeline.finetune.spans``). ``Runner`` trains and scores what the protocol
+(``pipeline.finetune.protocol``) asks for; each kind of task subclasses it with
+what differs.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Protocol
 
 import lightning.pytorch as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from torch import nn
 from torch.utils.data import DataLoader
 
-from pipeline.data.datamodule import pad_collate
+from pipeline.data.datamodule import LengthGroupedBatches, pad_collate
 from pipeline.finetune.encoders import Export
 from pipeline.finetune.modes import is_frozen
-from pipeline.names import FROZEN
+from pipeline.names import CLASSICAL, FROZEN
 from pipeline.optim import build_optimizer, clip_gradients
+
+SPLITS = ("dev", "test")  # where a run is scored: dev for every choice, test for what is reported
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The candidates each mode's settings are chosen from (``finetune.lrs``, ``feature_lrs``, ``poolings``,
+    ``tfidf``)."""
+    lrs: tuple[float, ...]
+    feature_lrs: tuple[float, ...]
+    poolings: tuple[str, ...]
+    tfidf_c: tuple[float, ...]
+    tfidf_ngrams: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -36,8 +52,7 @@ class Recipe:
     epochs: int                   # passes when every weight trains (fine-tuned and from scratch)
     feature_epochs: int           # passes for a head on frozen features
     batch_size: int
-    lr: float                     # peak, fine-tuned and from scratch
-    feature_lr: float             # peak, heads on frozen features
+    grid: Grid
     weight_decay: float
     warmup_ratio: float
     betas: tuple[float, float]
@@ -47,6 +62,7 @@ class Recipe:
     feature_eval_batch_size: int  # dev batches of precomputed features
     eval_every_epoch: bool
     max_seq_length: int           # the task's
+    length_grouped: bool = False  # training batches of similar length
     accelerator: str = "cpu"
     precision: str = "32-true"
     progress: bool = False
@@ -66,7 +82,7 @@ class Recipe:
 
 
 class Objective(Protocol):
-    """A kind of task: its loss on a batch, and its scores accumulated over a dev pass."""
+    """A kind of task: its loss on a batch, and its scores accumulated over a pass of one split."""
 
     def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor: ...
 
@@ -84,7 +100,8 @@ class Objective(Protocol):
 
 class Finetuning(L.LightningModule):
     """A trainable network on a task. ``inputs`` names the batch entries the network takes:
-    the token tensors for a BERT, ``("states",)`` for a head on precomputed features."""
+    the token tensors for a BERT, ``("states",)`` for a head on precomputed features. ``prefix`` names the split
+    its scoring passes log under (``val``: dev, ``test``)."""
 
     TOKENS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -93,6 +110,7 @@ class Finetuning(L.LightningModule):
         super().__init__()
         self.net, self.objective, self.inputs = net, objective, inputs
         self.optim, self.total_steps, self.fused = optim, total_steps, fused_optimizer
+        self.prefix = "val"
 
     def outputs(self, batch: dict) -> torch.Tensor:
         return self.net(*(batch[k] for k in self.inputs))
@@ -104,13 +122,13 @@ class Finetuning(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         out = self.outputs(batch)
-        self.log("val/loss", self.objective.loss(out, batch), on_epoch=True,
+        self.log(f"{self.prefix}/loss", self.objective.loss(out, batch), on_epoch=True,
                  batch_size=self.objective.batch_size(batch))
         self.objective.collect(out, batch)
 
     def on_validation_epoch_end(self) -> None:
         for k, v in self.objective.scores().items():
-            self.log(f"val/{k}", v, prog_bar=k == self.objective.headline)
+            self.log(f"{self.prefix}/{k}", v, prog_bar=k == self.objective.headline)
 
     def configure_optimizers(self):
         return build_optimizer(self.net, self.optim, self.total_steps, fused=self.fused)
@@ -119,56 +137,83 @@ class Finetuning(L.LightningModule):
         clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
 
-def fit_and_score(recipe: Recipe, module: Finetuning, logger, epochs: int, train_loader, dev_loader,
-                  metrics: list[str]) -> dict:
-    """Train, then score on dev: ``{metric: value, ..., "loss": value}`` (dev scores after every epoch
-    too when ``recipe.eval_every_epoch``; the final score is taken either way)."""
-    trainer = recipe.trainer(logger, epochs)
-    trainer.fit(module, train_loader, dev_loader if recipe.eval_every_epoch else None)
-    final = trainer.validate(module, dev_loader, verbose=False)[0]
-    return {**{m: round(float(final[f"val/{m}"]), 6) for m in metrics}, "loss": round(float(final["val/loss"]), 6)}
+@dataclass
+class Trained:
+    """One run's trained network (or fitted classical model), ready to be scored on any split."""
+    mode: str
+    settings: dict
+    seed: int
+    module: Finetuning | None = None                       # a network
+    scorer: Callable[[str], dict] | None = None            # a classical model: split -> its scores
+    logger: Any = None
+    extra: dict | None = None                              # what the run reports beside its scores
 
 
 class Runner:
     """The runs of one task from one export: the task's examples encoded once, then each mode's training.
 
-    The finetune stage calls ``fine_tune`` (``pretrained`` or ``scratch``), ``frozen`` (a head on frozen
-    features) and ``classical`` (the baseline without pretraining) for each mode and seed, then writes
-    ``outputs()`` beside its metrics. A kind of task (``kind``: ``TaskData.kind``) subclasses it with what
-    differs: its examples (``train``, ``dev`` and ``collate``), its ``objective``, its head on frozen features
-    (``frozen_head``) and its ``classical`` baseline; the task model itself is the export's architecture's.
+    The protocol (``pipeline.finetune.protocol``) asks for a mode's ``candidates``, trains a run with
+    ``train`` (a mode, one candidate's settings, a seed) and scores it on a split with ``score``. A kind of
+    task (``kind``: ``TaskData.kind``) subclasses it with what differs: its examples (``encoded``: train, dev
+    and test, and ``collate``), its ``objective`` on a split, its head on frozen features (``frozen_head``) and
+    its ``classical`` baseline; the task model itself is the export's architecture's.
     """
 
     kind: ClassVar[str]
     collate = staticmethod(pad_collate)
-    train: list[dict]
-    dev: list[dict]
 
     def __init__(self, recipe: Recipe, task, export: Export):
         self.recipe, self.task, self.export = recipe, task, export
+        self.encoded: dict[str, list[dict]] = {}   # "train", "dev", "test": the task's examples as the network reads
         self.files: dict[str, Any] = {}  # outputs(): JSON files of the stage beside its metrics
 
-    # -- what the stage calls
+    # -- what the protocol calls
 
-    def fine_tune(self, mode: str, seed: int, logger) -> dict:
-        """Fine-tune (``pretrained``) or train from scratch (``scratch``) with one seed."""
+    def candidates(self, mode: str) -> list[dict]:
+        """The settings a mode's choice is made from: learning rates (fine-tuned, from scratch, a frozen head's),
+        crossed with the poolings where the task sums up a text; the classical baseline's grid."""
+        g = self.recipe.grid
+        if mode == CLASSICAL:
+            return self.classical_candidates()
+        lrs = g.feature_lrs if is_frozen(mode) else g.lrs
+        poolings = self.poolings()
+        return [{"lr": lr, **({"pooling": p} if p else {})} for p in poolings for lr in lrs]
+
+    def train(self, mode: str, settings: dict, seed: int, logger) -> Trained:
+        """One run of ``mode`` with ``settings`` (a candidate) and ``seed``, trained on the train split."""
+        if mode == CLASSICAL:
+            return Trained(mode, settings, seed, scorer=self.classical(settings), logger=logger)
         seed_everything(seed)
-        # load_hf returns eval mode; both starts must train with dropout alike
-        net = self.export.task_model(self.kind, self.num_outputs, pretrained=mode == "pretrained").train()
-        return {"seed": seed, **self.fit(net, mode, seed, logger)}
+        if is_frozen(mode):
+            net = self.frozen_head(mode[len(FROZEN):], settings.get("pooling")).train()
+        else:  # load_hf returns eval mode; both starts must train with dropout alike
+            net = self.export.task_model(self.kind, self.num_outputs, pretrained=mode == "pretrained",
+                                         pooling=settings.get("pooling")).train()
+        r = self.recipe
+        epochs = r.feature_epochs if is_frozen(mode) else r.epochs
+        train = self.train_loader(mode, settings, seed)
+        module = Finetuning(net, self.objective("dev"), r.optim(settings["lr"]), epochs * len(train),
+                            r.fused_optimizer, inputs=self.inputs(mode))
+        trainer = r.trainer(logger, epochs)
+        trainer.fit(module, train, self.eval_loader(mode, settings, "dev") if r.eval_every_epoch else None)
+        extra = {"layer_weights": net.mix.weights()} if mode == f"{FROZEN}weighted" else None
+        return Trained(mode, settings, seed, module=module, logger=logger, extra=extra)
 
-    def frozen(self, feature_set: str, seed: int, logger) -> dict:
-        """Train a small head on the frozen encoder's features of ``feature_set`` with one seed."""
-        seed_everything(seed)
-        head = self.frozen_head(feature_set).train()
-        result = {"seed": seed, **self.fit(head, f"{FROZEN}{feature_set}", seed, logger)}
-        if feature_set == "weighted":
-            result["layer_weights"] = head.mix.weights()
-        return result
-
-    def classical(self) -> dict:
-        """The task's baseline without a network or pretraining (deterministic: one run)."""
-        raise NotImplementedError(f"{type(self).__name__} must define classical() (an abstract hook of {__name__})")
+    def score(self, run: Trained, split: str) -> dict:
+        """``run``'s scores on ``split`` (``SPLITS``): the task's metrics and the loss (logged as ``val/...`` for
+        dev and ``test/...`` for test in the run's MLflow run)."""
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
+        if run.scorer is not None:
+            return run.scorer(split)
+        objective = self.objective(split, run)
+        run.module.objective, run.module.prefix = objective, "val" if split == "dev" else "test"
+        final = self.recipe.trainer(run.logger, 1).validate(run.module, self.eval_loader(run.mode, run.settings,
+                                                                                          split), verbose=False)[0]
+        p = run.module.prefix
+        scores = {**{m: round(float(final[f"{p}/{m}"]), 6) for m in self.task.metrics},
+                  "loss": round(float(final[f"{p}/loss"]), 6)}
+        return {**scores, **self.finish(run, split, objective)}
 
     def outputs(self) -> dict[str, Any]:
         """The runs' files the stage writes beside its metrics: {path under ``paths.metrics``: JSON content}."""
@@ -176,7 +221,7 @@ class Runner:
 
     def data_summary(self) -> dict:
         """What the stage's metrics say about the task's data."""
-        return {"train_examples": len(self.train), "dev_examples": len(self.dev)}
+        return {f"{split}_examples": len(self.encoded[split]) for split in ("train", *SPLITS)}
 
     # -- what a kind of task provides
 
@@ -184,41 +229,49 @@ class Runner:
     def num_outputs(self) -> int:
         return self.task.num_outputs
 
-    def objective(self) -> Objective:
+    def poolings(self) -> list[str | None]:
+        """The poolings a candidate may use: None where the task does not sum up a text (a label per word)."""
+        return [None]
+
+    def objective(self, split: str, run: Trained | None = None) -> Objective:
+        """The task's loss, and its scores over a pass of ``split`` (of ``run``, where scoring depends on it)."""
         raise NotImplementedError(f"{type(self).__name__} must define objective() (an abstract hook of {__name__})")
 
-    def frozen_head(self, feature_set: str) -> nn.Module:
+    def frozen_head(self, feature_set: str, pooling: str | None) -> nn.Module:
         """The trainable network on the frozen encoder (it reads ``inputs(mode)`` of each batch)."""
         raise NotImplementedError(f"{type(self).__name__} must define frozen_head() (an abstract hook of {__name__})")
 
-    def loaders(self, mode: str, seed: int) -> tuple[DataLoader, DataLoader]:
-        """(train, dev) batches of a run: the train examples shuffled by the seed."""
-        r = self.recipe
+    def classical_candidates(self) -> list[dict]:
+        """The classical baseline's settings to choose from (one, with nothing to choose, unless a kind says)."""
+        return [{}]
+
+    def classical(self, settings: dict) -> Callable[[str], dict]:
+        """The task's baseline without a network or pretraining, fitted on train: split -> its scores."""
+        raise NotImplementedError(f"{type(self).__name__} must define classical() (an abstract hook of {__name__})")
+
+    def train_loader(self, mode: str, settings: dict, seed: int) -> DataLoader:
+        """The train examples, shuffled by the seed (in batches of similar length with ``length_grouped``)."""
+        r, data = self.recipe, self.encoded["train"]
+        if r.length_grouped:
+            lengths = np.array([len(x["input_ids"]) for x in data])
+            batches = LengthGroupedBatches(lengths, r.batch_size, seed, drop_last=False)
+            return DataLoader(data, batch_sampler=batches, collate_fn=self.collate)
         g = torch.Generator().manual_seed(seed)
-        train = DataLoader(self.train, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=self.collate)
-        dev = DataLoader(self.dev, batch_size=r.eval_batch_size, collate_fn=self.collate)
-        return train, dev
+        return DataLoader(data, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=self.collate)
+
+    def eval_loader(self, mode: str, settings: dict, split: str) -> DataLoader:
+        """A split's examples in batches of similar length (the scores do not depend on the order)."""
+        data = self.encoded[split]
+        order = sorted(range(len(data)), key=lambda i: len(data[i]["input_ids"]))
+        return DataLoader([data[i] for i in order], batch_size=self.recipe.eval_batch_size, collate_fn=self.collate)
 
     def inputs(self, mode: str) -> tuple[str, ...]:
         """The batch entries the network of ``mode`` takes."""
         return Finetuning.TOKENS
 
-    def finish(self, mode: str, seed: int, objective: Objective) -> dict:
-        """What a run reports beside its scores (and files it leaves for ``outputs``), after its last dev pass."""
+    def finish(self, run: Trained, split: str, objective: Objective) -> dict:
+        """What a run reports beside its scores on ``split`` (and files it leaves for ``outputs``)."""
         return {}
-
-    # --
-
-    def fit(self, net: nn.Module, mode: str, seed: int, logger) -> dict:
-        """Train ``net`` in ``mode`` with one seed, then score it on dev."""
-        r = self.recipe
-        lr, epochs = (r.feature_lr, r.feature_epochs) if is_frozen(mode) else (r.lr, r.epochs)
-        train, dev = self.loaders(mode, seed)
-        objective = self.objective()
-        module = Finetuning(net, objective, r.optim(lr), epochs * len(train), r.fused_optimizer,
-                            inputs=self.inputs(mode))
-        scores = fit_and_score(r, module, logger, epochs, train, dev, self.task.metrics)
-        return {**scores, **self.finish(mode, seed, objective)}
 
 
 def seed_everything(seed: int) -> None:

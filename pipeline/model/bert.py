@@ -493,11 +493,20 @@ def _init_classifier(model: nn.Module, config: BertConfig, num_labels: int, add_
 
 
 class BertForSequenceClassification(nn.Module):
-    """GLUE-style head on the pooled [CLS] vector; ``num_labels=1`` means regression."""
+    """GLUE-style head on a summary of the text; ``num_labels=1`` means regression.
 
-    def __init__(self, config: BertConfig, num_labels: int = 2):
+    ``pooling="token"``: the pooled [CLS] vector (a left-to-right model's last real token), as Hugging Face's;
+    ``"mean"``: the mean of the last hidden states over the real tokens (the pooler is kept, unused, so the
+    weights stay those of Hugging Face's class)."""
+
+    POOLINGS = ("token", "mean")
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, pooling: str = "token"):
         super().__init__()
+        if pooling not in self.POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(self.POOLINGS)}")
         _init_classifier(self, config, num_labels, add_pooling_layer=True)
+        self.pooling = pooling
 
     def forward(
         self,
@@ -505,7 +514,13 @@ class BertForSequenceClassification(nn.Module):
         token_type_ids: torch.Tensor | None = None,  # (B, T)
         attention_mask: torch.Tensor | None = None,  # (B, T)
     ) -> torch.Tensor:
-        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooler_output  # (B, H)
+        out = self.bert(input_ids, token_type_ids, attention_mask)
+        if self.pooling == "token":
+            pooled = out.pooler_output  # (B, H)
+        else:
+            m = (attention_mask if attention_mask is not None else torch.ones_like(input_ids))[..., None]
+            m = m.to(out.last_hidden_state.dtype)                             # (B, T, 1)
+            pooled = (out.last_hidden_state * m).sum(1) / m.sum(1)           # (B, H)
         return self.classifier(self.dropout(pooled))  # (B, num_labels)
 
 

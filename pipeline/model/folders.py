@@ -117,6 +117,10 @@ class LabFolder:
     def encoder(self, arch, folder: Path) -> nn.Module:
         return self.load(arch, folder)
 
-    def task_model(self, arch, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module:
+    def poolings(self, arch) -> tuple[str, ...]:
+        return ("mean",)  # no summary token trained to read the text: its classifier reads the mean
+
+    def task_model(self, arch, kind: str, folder: Path, num_outputs: int, pretrained: bool,
+                   pooling: str | None = None) -> nn.Module:
         network = self.load(arch, folder) if pretrained else arch.network(self.read_config(arch, folder))
         return TASK_HEADS[kind](network, num_outputs)

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -297,11 +297,18 @@ class BertFolder:
     def encoder(self, arch, folder: Path) -> nn.Module:
         return load_hf(folder, BertModel)
 
-    def task_model(self, arch, kind: str, folder: Path, num_outputs: int, pretrained: bool) -> nn.Module:
+    def poolings(self, arch) -> tuple[str, ...]:
+        return BertForSequenceClassification.POOLINGS
+
+    def task_model(self, arch, kind: str, folder: Path, num_outputs: int, pretrained: bool,
+                   pooling: str | None = None) -> nn.Module:
+        """Fine-tuned from the export, or from scratch: the export's network with BERT's own initialisation (the
+        pretraining speed-up ``attention_init`` is part of pretraining, not of the network)."""
         model_cls = TASK_MODELS[kind]
+        kwargs = {"pooling": pooling} if pooling is not None else {}
         if pretrained:
-            return load_hf(folder, model_cls, num_labels=num_outputs)
-        return model_cls(self.read_config(arch, folder), num_outputs)
+            return load_hf(folder, model_cls, num_labels=num_outputs, **kwargs)
+        return model_cls(replace(self.read_config(arch, folder), attention_init="normal"), num_outputs, **kwargs)
 
 
 __all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "TIED_KEYS", "BertFolder"]

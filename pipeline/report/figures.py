@@ -174,7 +174,7 @@ def fixed_curves_figure(rows: list[tuple[str, list]], floors: list[Floor], title
 
 
 def bars_figure(fam: FamilyResult, metric: str, modes: list[str], task: str):
-    """Dev metric per row as dots with error bars (each row's interval, as the test computes it), one colour per
+    """Test metric per row as dots with error bars (each row's interval, as the test computes it), one colour per
     fine-tuning mode for a family of pretraining variants; TF-IDF as a named dashed line."""
     rows = [r for r in fam.rows if r.ran]
     series = [fam.rows[0].name] if fam.kind == "mode" else modes
@@ -193,7 +193,7 @@ def bars_figure(fam: FamilyResult, metric: str, modes: list[str], task: str):
     _min_span(ax, MIN_SPAN if percent(metric) else MIN_SPAN / 100)
     ax.set_xticks(range(len(rows)), [r.label for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set(xlabel="fine-tuning mode" if fam.kind == "mode" else "pretraining setting",
-           ylabel=f"{task} dev {metric} ({'%' if percent(metric) else 'correlation'})", title=fam.title)
+           ylabel=f"{task} test {metric} ({'%' if percent(metric) else 'correlation'})", title=fam.title)
     ax.grid(axis="y", alpha=0.3)
     _legend(ax)
     fig.tight_layout()
@@ -225,7 +225,7 @@ def suite_figure(fam: dict, columns: list[dict], title: str):
     ax.set_xticks(range(len(columns)), [c["label"] for c in columns], rotation=15, ha="right", fontsize=8)
     everything_percent = all(percent(c["metric"]) for c in columns)
     ax.set(xlabel="task and metric",
-           ylabel="dev score (%)" if everything_percent else "dev score (%; correlations x 100)",
+           ylabel="test score (%)" if everything_percent else "test score (%; correlations x 100)",
            title=f"{title}: every task of the suite")
     ax.grid(axis="y", alpha=0.3)
     _legend(ax)
@@ -379,5 +379,29 @@ def layout_along_figure(probe: dict):
                  f"run{'s' if along[0]['runs'] > 1 else ''}{rows})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def choices_figure(entry: dict, run: str):
+    """One task's choice on dev: each mode's dev score against the candidate learning rate (a log axis), one line
+    per mode and pooling, the chosen candidate ringed."""
+    modes = {m: c for m, c in entry["runs"][run].items() if c["grid"] and "lr" in c["grid"][0]}
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    scale = 100 if percent(entry["metric"]) else 1
+    for j, (mode, c) in enumerate(modes.items()):
+        poolings = list(dict.fromkeys(g.get("pooling") for g in c["grid"]))
+        for k, pooling in enumerate(poolings):
+            points = sorted((g["lr"], scale * g["dev"]) for g in c["grid"] if g.get("pooling") == pooling)
+            label = f"{mode_label(mode)}{f', {pooling}' if pooling and len(poolings) > 1 else ''}"
+            ax.plot(*zip(*points), marker="o", ms=4, color=COLORS[j % len(COLORS)], ls="-" if k == 0 else "--",
+                    label=label)
+        chosen = next(g for g in c["grid"] if all(g.get(key) == v for key, v in c["chosen"].items()))
+        ax.plot([chosen["lr"]], [scale * chosen["dev"]], marker="o", ms=11, mfc="none", mec="black", mew=1.2)
+    ax.set_xscale("log")
+    ax.set(xlabel="peak learning rate", title=f"{entry['task_name']}: the choice on dev (ringed: chosen)",
+           ylabel=f"dev {entry['metric']} ({'%' if percent(entry['metric']) else 'correlation'})")
+    ax.grid(alpha=0.3)
+    _legend(ax)
     fig.tight_layout()
     return fig

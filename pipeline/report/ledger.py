@@ -19,7 +19,7 @@ import yaml
 
 from pipeline.io import read_json
 from pipeline.report import fixed
-from pipeline.report.model import AblationResults, Claim, Comparison, Row
+from pipeline.report.model import AblationResults, Claim, Comparison, Row, TaskVerdict
 from pipeline.report.stats import compare
 
 CLAIMS = Path(__file__).with_name("claims.yaml")
@@ -51,8 +51,35 @@ def ledger(res: AblationResults, probe: dict | None, confidence: float,
     return out
 
 
+def combined(verdicts: list[str]) -> str:
+    """One verdict for a claim read on several tasks: theirs where they agree, else ``mixed`` (the report then
+    gives each task's: a claim shown on one task and opposite on another is not averaged away)."""
+    return verdicts[0] if len(set(verdicts)) == 1 else "mixed"
+
+
+def per_task(res: AblationResults, fam_name: str, row_name: str | None, closest: bool,
+             expect: str) -> list[TaskVerdict]:
+    """The claim's rows tested on every column of the suite (each column's own test against its reference)."""
+    suite = res.suite or {}
+    fam = next((f for f in suite.get("families", []) if f["name"] == fam_name), None)
+    if fam is None:
+        return []
+    out = []
+    for i, col in enumerate(suite["columns"]):
+        ran = [r for r in fam["rows"] if r["cells"][i].ran and r["cells"][i].vs is not None]
+        row = max(ran, key=lambda r: r["cells"][i].mean) if closest and ran else \
+            next((r for r in ran if r["name"] == row_name), None)
+        if row is None:
+            continue
+        cell = row["cells"][i]
+        out.append(TaskVerdict(task=col["task_name"], metric=col["metric"], verdict=verdict(cell.vs, expect),
+                               rows=f"{row['label']} vs {cell.vs_row}", test=cell.vs))
+    return out
+
+
 def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confidence: float) -> Claim | None:
-    """One way of measuring a claim, or None where the grid did not run it."""
+    """One way of measuring a claim, or None where the grid did not run it. A downstream claim of a grid with a
+    suite is read on every task of it (``tasks``); its verdict combines theirs."""
     if m.get("grammar"):
         return _grammar(res, m["expect"], base)
     if m.get("probe"):
@@ -66,9 +93,12 @@ def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confi
     if row is None:
         return None
     ref = next((r for r in fam.rows if r.label == row.vs_row), None)
+    tasks = per_task(res, fam.name, m.get("row"), bool(m.get("closest")), m["expect"])
     claim = Claim(**base, verdict=verdict(row.vs, m["expect"]), rows=f"{row.label} vs {row.vs_row}",
-                  metric=f"{res.task} dev {res.metric}", percent=res.metric in ("accuracy", "f1", "exact_match"),
-                  test=row.vs, section=fam.title)
+                  metric=f"{res.task} test {res.metric}", percent=res.metric in ("accuracy", "f1", "exact_match"),
+                  test=row.vs, section=fam.title, tasks=tasks if len(tasks) > 1 else None)
+    if claim.tasks:
+        claim.verdict = combined([t.verdict for t in tasks])
     if row.vs_fixed is not None and ref is not None and row.vs_fixed_row == ref.label:
         claim.fixed, claim.fixed_verdict = row.vs_fixed, verdict(row.vs_fixed, m["expect"])
         claim.along = gap_along(row, ref)
@@ -136,6 +166,11 @@ def summary(claims: list[Claim]) -> dict[str, dict]:
             entry.update({"rows": c.rows, "metric": c.metric, "diff": c.test.diff, "low": c.test.low,
                           "high": c.test.high, "p": c.test.p, "runs": c.test.n_pretrain,
                           "runs_needed": c.test.seeds_needed, "percent": c.percent})
+        if c.tasks:
+            entry["tasks"] = {t.task: {"verdict": t.verdict, "rows": t.rows, "metric": t.metric, "diff": t.test.diff,
+                                       "low": t.test.low, "high": t.test.high, "p": t.test.p,
+                                       "runs": t.test.n_pretrain, "runs_needed": t.test.seeds_needed}
+                              for t in c.tasks}
         if c.fixed is not None:
             entry.update({"fixed_verdict": c.fixed_verdict, "fixed_diff": c.fixed.diff, "fixed_low": c.fixed.low,
                           "fixed_high": c.fixed.high, "fixed_p": c.fixed.p,
@@ -149,16 +184,21 @@ def summary(claims: list[Claim]) -> dict[str, dict]:
 
 
 def cell(entry: dict) -> str:
-    """A claim's verdict and difference as one short cell of the side-by-side table."""
+    """A claim's verdict and difference as one short cell of the side-by-side table (read on several tasks:
+    each task's)."""
     if "diff" not in entry:
         return "not run"
     def num(value: float) -> str:
         return f"{100 * value:+.1f}" if entry.get("percent", True) else f"{value:+.3f}"
 
-    text = f"{entry['verdict']} ({num(entry['diff'])}"
-    text += f" [{num(entry['low'])}, {num(entry['high'])}])" if entry.get("low") is not None else ")"
-    if entry["verdict"] == "inconclusive" and entry.get("runs_needed"):
-        text += f", ~{entry['runs_needed']} runs a side"
+    def one(e: dict) -> str:
+        text = f"{e['verdict']} ({num(e['diff'])}"
+        text += f" [{num(e['low'])}, {num(e['high'])}])" if e.get("low") is not None else ")"
+        if e["verdict"] == "inconclusive" and e.get("runs_needed"):
+            text += f", ~{e['runs_needed']} runs a side"
+        return text
+
+    text = "; ".join(f"{task}: {one(e)}" for task, e in entry["tasks"].items()) if entry.get("tasks") else one(entry)
     if entry.get("fixed_verdict"):
         text += f"; fixed set {entry['fixed_verdict']} ({100 * entry['fixed_diff']:+.1f})"
     return text

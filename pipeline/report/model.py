@@ -259,15 +259,27 @@ class RunRecord(Record):
 
 
 @dataclass
+class TaskVerdict(Record):
+    """A downstream claim read on one task of a suite: its rows' test in that task's column, and the verdict."""
+
+    task: str
+    metric: str
+    verdict: str
+    rows: str
+    test: Comparison
+
+
+@dataclass
 class Claim(Record):
     """One claim of the ledger, as measured by the grid (or not run by it)."""
 
     id: str
     claim: str
     paper: str  # the direction the paper (or the work it names) found
-    verdict: str  # shown, opposite (the paper's direction reversed beyond noise), inconclusive, or not run
+    verdict: str  # shown, opposite (the paper's direction reversed beyond noise), inconclusive, mixed (tasks
+                  # disagree), or not run
     rows: str | None = None  # what was compared: "<row> vs <reference>"
-    metric: str | None = None  # what the difference is in ("SST-2 dev accuracy", "BLiMP accuracy", ...)
+    metric: str | None = None  # what the difference is in ("SST-2 test accuracy", "BLiMP accuracy", ...)
     percent: bool = True  # the difference is a fraction shown in points
     test: Comparison | None = None  # the measurement: the row against its reference
     fixed: Comparison | None = None  # the same rows on the fixed evaluation set (pretraining variants)
@@ -276,8 +288,11 @@ class Claim(Record):
     cost_seconds: float | None = None  # pretraining seconds of one run of each side (what each extra pair costs)
     section: str | None = None  # the report section that holds the detail
     run_by: str | None = None  # not run: what runs it
+    tasks: list[TaskVerdict] | None = None  # a downstream claim read on every task of a suite (``verdict``:
+                                            # theirs where they agree, else "mixed")
 
-    OMIT_NONE = ("rows", "metric", "test", "fixed", "fixed_verdict", "along", "cost_seconds", "section", "run_by")
+    OMIT_NONE = ("rows", "metric", "test", "fixed", "fixed_verdict", "along", "cost_seconds", "section", "run_by",
+                 "tasks")
 
 
 @dataclass
@@ -300,5 +315,7 @@ class AblationResults(Record):
     suite: dict | None = None  # a task suite's columns (``pipeline.report.suites``), where the grid ran one
     zero_shot: dict | None = None  # BLiMP (``pipeline.report.grammar``), once the report stage adds it
     ledger: list[Claim] | None = None  # the claims of BERT's story (``pipeline.report.ledger``), once it adds them
+    choices: list[dict] | None = None  # each task's choices on dev (``pipeline.report.protocol.choices``)
+    controls: list[dict] | None = None  # each task's word-order control (``pipeline.report.protocol.controls``)
 
-    OMIT_NONE = ("suite", "zero_shot", "ledger")
+    OMIT_NONE = ("suite", "zero_shot", "ledger", "choices", "controls")

@@ -16,10 +16,11 @@ from pathlib import Path
 from pipeline.finetune.modes import mode_label
 from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.model_config import LM_KINDS
-from pipeline.report.figures import (along_figure, bars_figure, contextuality_figure, curves_figure,
-                                     fixed_curves_figure, grammar_figure, layout_along_figure, layout_figure, png,
-                                     suite_figure)
+from pipeline.report.figures import (along_figure, bars_figure, choices_figure, contextuality_figure,
+                                     curves_figure, fixed_curves_figure, grammar_figure, layout_along_figure,
+                                     layout_figure, png, suite_figure)
 from pipeline.report.ledger import PROBE_SECTION, trend
+from pipeline.report.protocol import BIG_DROP, NEAR_CHANCE
 from pipeline.report.model import (AblationResults, Claim, Comparison, Crossing, FamilyResult, Floor, Interval,
                                    LayoutCell, Method, Row, Score, SuiteCell, to_json)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent, signed
@@ -221,10 +222,11 @@ def suite_table(doc: "Doc", fam: FamilyResult, res: AblationResults) -> None:
         for col, v in zip(cols, spec["classical"]):
             line += [fmt(col["metric"], v) if v is not None else "—", *([""] if col["paper"] else [])]
         rows.append(line)
-    data = "; ".join(f"{c['task_name']} {c['train_examples']} train / {c['dev_examples']} dev {c['unit']}"
-                     + ("" if c["comparable"] else " (dev split from the training data: not comparable to the "
+    data = "; ".join(f"{c['task_name']} {c['train_examples']} train / {c['dev_examples']} dev / "
+                     f"{c['test_examples']} test {c['unit']}"
+                     + ("" if c["comparable"] else " (held-out split from the training data: not comparable to the "
                         "official dev set)") for c in {c["task"]: c for c in cols}.values())
-    doc.table(header, rows, caption=f"Suite {suite['name']}: each row's dev score in each task (% for accuracy, F1, "
+    doc.table(header, rows, caption=f"Suite {suite['name']}: each row's test score in each task (% for accuracy, F1, "
                                     f"exact match) [{confidence_percent(res)}% interval]; its difference to {spec['reference_row']} "
                                     f"in that task by the test named in Method; the paper's number at its scale. "
                                     f"Examples: {data}")
@@ -449,7 +451,7 @@ def family_table(doc: Doc, fam: FamilyResult, res: AblationResults) -> None:
         rows.append([("TF-IDF + logistic regression" if classical_name(task) == "TF-IDF" else
                       "sliding-window word overlap") + " (no pretraining)", fmt(metric, fam.classical.mean),
                      *[""] * (len(header) - 2)])
-    doc.table(header, rows, caption=f"Ours: {task} dev {metric}{' in %' if metric in ('accuracy', 'f1') else ''}: "
+    doc.table(header, rows, caption=f"Ours: {task} test {metric}{' in %' if metric in ('accuracy', 'f1') else ''}: "
                                     f"mean over pretraining runs [{confidence_percent(res)}% interval] (pretraining "
                                     "runs x fine-tuning seeds); each row against the first by the test named in Method")
 
@@ -458,8 +460,8 @@ def family_header(fam: FamilyResult, metric: str, modes: list[str]) -> list[str]
     """A family table's own columns: a mode's score, or a variant's score in every mode and its pretraining."""
     ref = fam.reference_row
     if fam.kind == "mode":
-        return ["setting", f"dev {metric} (mean ± std)", f"vs {ref}"]
-    return ["setting", *[f"{mode_label(m)} dev {metric}" for m in modes], f"vs {ref}", "fixed set: masked pieces %",
+        return ["setting", f"test {metric} (mean ± std)", f"vs {ref}"]
+    return ["setting", *[f"{mode_label(m)} test {metric}" for m in modes], f"vs {ref}", "fixed set: masked pieces %",
             f"vs {ref}: fixed set", "val LM accuracy (own masking)", "val perplexity", "pretraining s", "parameters",
             "training FLOPs / token"]
 
@@ -495,7 +497,7 @@ def family_figures(doc: Doc, fam: FamilyResult, res: AblationResults) -> None:
     metric = res.metric
     if any(r.ran for r in fam.rows):
         doc.figure(f"{fam.name}_bars.png", bars_figure(fam, metric, res.variant_modes, res.task),
-                   f"{fam.title}: dev {metric}")
+                   f"{fam.title}: test {metric}")
         doc.para(f"Error bars: the {confidence_percent(res)}% interval of each row's mean, with the spread the table's "
                  "test uses (pooled over the family's rows for pretraining variants).", cls="note")
     fixed_rows = [r for r in fam.rows if r.fixed]
@@ -536,6 +538,10 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
         ledger_section(doc, res)
     doc.heading("Method")
     doc.para(method_text(res.method, res.metric), cls="note")
+    if res.choices:
+        choices_section(doc, res)
+    if res.controls:
+        control_section(doc, res)
     intrinsic_section(doc, res)
     layout_section(doc, res)
     doc.heading("Findings")
@@ -550,6 +556,72 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
     baseline_section(doc, res, pre, ft)
     lineage_section(doc, res, lineage)
     save(doc, res, out)
+
+
+def settings_text(settings: dict) -> str:
+    """A candidate's settings as the tables write them: ``lr 3e-4, mean``; TF-IDF's ``1-2-grams, C 10``."""
+    parts = []
+    if "lr" in settings:
+        parts.append(f"lr {settings['lr']:g}")
+    if settings.get("pooling"):
+        parts.append(settings["pooling"])
+    if "ngrams" in settings:
+        parts.append(f"1-{settings['ngrams']}-grams" if settings["ngrams"] > 1 else "words")
+    if "c" in settings:
+        parts.append(f"C {settings['c']:g}")
+    return ", ".join(parts) or "nothing to choose"
+
+
+def choices_section(doc: Doc, res: AblationResults) -> None:
+    """Every arm at its best: each choosing run's candidates per mode and task, their dev scores, what was
+    chosen, and the test score at it."""
+    doc.heading("Fine-tuning: every arm at its best")
+    doc.para("Each arm's settings are chosen on the dev split of the task's held-out examples, the same way for "
+             "every arm: one run per candidate (fine-tuned and from scratch: each peak learning rate crossed with "
+             "each pooling -- token: [CLS] through the pooler, a left-to-right model's last token; mean: the mean "
+             "over the text's tokens; heads on frozen features likewise; TF-IDF: its regularisation and n-gram "
+             "range), with the first fine-tuning seed; the best on dev is kept, and every seed at it is scored on "
+             "the test split, which no choice saw. The baseline's first pretraining run chooses for the baseline and "
+             "for every variant of the same network and objective; a variant of another network or objective "
+             "chooses its own on its first run. From scratch starts from BERT's own initialisation.", cls="note")
+    for entry in res.choices:
+        metric = entry["metric"]
+        rows = []
+        for run, modes in entry["runs"].items():
+            for mode, c in modes.items():
+                grid = "; ".join(f"{settings_text(g)}: {fmt(metric, g['dev'])}"
+                                 for g in sorted(c["grid"], key=lambda g: (str(g.get("pooling")), g.get("lr", 0),
+                                                                           g.get("ngrams", 0), g.get("c", 0))))
+                rows.append([run, mode_label(mode), grid, settings_text(c["chosen"]), fmt(metric, c["test"])])
+        doc.table(["run", "mode", f"dev {metric} of each candidate", "chosen", f"test {metric} (mean of {c['n']})"],
+                  rows, caption=f"{entry['task_name']}: the choice of each arm's settings on dev")
+        if BASELINE in entry["runs"] and any(c["grid"] and "lr" in c["grid"][0]
+                                             for c in entry["runs"][BASELINE].values()):
+            doc.figure(f"choices_{entry['task_name']}.png", choices_figure(entry, BASELINE),
+                       f"{entry['task_name']}: dev score against the learning rate, each mode of the baseline")
+
+
+def control_section(doc: Doc, res: AblationResults) -> None:
+    """Each task's word-order control: the arms on the task and with every text's words shuffled."""
+    doc.heading("Does each task need reading? The word-order control")
+    doc.para("Each task again with the words of every text shuffled (train, dev and test), fine-tuned at the "
+             "settings each arm chose on the task itself, with the same seeds. A task whose best arm without "
+             f"pretraining keeps its score when the order is gone is a question of which words a text uses: it "
+             f"cannot show what reading adds. A task needs word order when that arm falls to within "
+             f"{100 * NEAR_CHANCE:.0f} points of chance (always the most common label), or by "
+             f"{100 * BIG_DROP:.0f} points or more.", cls="note")
+    rows = []
+    for c in res.controls:
+        metric = c["metric"]
+        arms = "; ".join(f"{mode_label(m)} {fmt(metric, a['task'])} → {fmt(metric, a['shuffled'])} "
+                         f"({signed(metric, -a['drop'])})" for m, a in c["arms"].items())
+        best = c["best_without_pretraining"]
+        needs = "—" if c["needs_word_order"] is None else (
+            f"{'yes' if c['needs_word_order'] else 'no'} ({mode_label(best)}: {signed(metric, -c['arms'][best]['drop'])})")
+        rows.append([c["task_name"], fmt(metric, c["chance"]) if c["chance"] is not None else "—", arms, needs])
+    doc.table(["task", "chance", "test score: on the task → words shuffled (change)", "needs word order"], rows,
+              caption="The word-order control of every task (the baseline's first pretraining run; seeds "
+                      f"{', '.join(str(s) for s in res.controls[0]['seeds'])})")
 
 
 def ledger_section(doc: Doc, res: AblationResults) -> None:
@@ -569,27 +641,43 @@ def _diff(claim: Claim, value: float) -> str:
 
 
 def measured_text(c: Claim) -> str:
-    """A claim's measurement: the rows, the metric, the difference with its interval and p, the runs per side."""
+    """A claim's measurement: the rows, the metric, the difference with its interval and p, the runs per side
+    (read on several tasks: each task's)."""
     if c.test is None:
         return "not in this grid"
-    t = c.test
-    text = f"{c.rows}; {c.metric}: {_diff(c, t.diff)}"
-    if t.low is not None:
-        text += f" [{_diff(c, t.low)}, {_diff(c, t.high)}], {p_text(t.p)}"
-    return text + f"; {t.n_pretrain[0]} vs {t.n_pretrain[1]} {'words' if c.section == PROBE_SECTION else 'runs'}"
+
+    def one(rows: str, metric: str, t: Comparison) -> str:
+        text = f"{rows}; {metric}: {_diff(c, t.diff)}"
+        if t.low is not None:
+            text += f" [{_diff(c, t.low)}, {_diff(c, t.high)}], {p_text(t.p)}"
+        return text + f"; {t.n_pretrain[0]} vs {t.n_pretrain[1]} {'words' if c.section == PROBE_SECTION else 'runs'}"
+
+    if c.tasks:
+        return " / ".join(one(t.rows, f"{t.task} test {t.metric}", t.test) for t in c.tasks)
+    return one(c.rows, c.metric, c.test)
 
 
 def verdict_text(c: Claim) -> str:
-    """A claim's verdict, and for an inconclusive one the pretraining runs per side that would decide it."""
+    """A claim's verdict, and for an inconclusive one the pretraining runs per side that would decide it (read on
+    several tasks: each task's, whether or not they agree)."""
     if c.verdict == "not run":
         return f"not run: {c.run_by}"
-    if c.verdict != "inconclusive" or c.test is None:
+    if c.tasks:
+        return f"{c.verdict}: " + "; ".join(f"{t.task} {one_verdict(t.verdict, t.test, c.cost_seconds)}"
+                                           for t in c.tasks)
+    if c.test is None:
         return c.verdict
-    n = c.test.seeds_needed
+    return one_verdict(c.verdict, c.test, c.cost_seconds)
+
+
+def one_verdict(verdict: str, test: Comparison, cost_seconds: float | None) -> str:
+    if verdict != "inconclusive":
+        return verdict
+    n = test.seeds_needed
     if not n:
-        return f"inconclusive ({c.test.verdict})" if c.test.verdict != "inconclusive" else \
+        return f"inconclusive ({test.verdict})" if test.verdict != "inconclusive" else \
             "inconclusive: too small a difference to decide with a practical number of runs"
-    cost = f" (about {n * c.cost_seconds / 60:.0f} min of pretraining here)" if c.cost_seconds else ""
+    cost = f" (about {n * cost_seconds / 60:.0f} min of pretraining here)" if cost_seconds else ""
     return f"inconclusive: about {n} runs per side would decide it{cost}"
 
 
@@ -611,7 +699,8 @@ def opening_text(res: AblationResults, corpus: dict, ft: dict) -> str:
     train, valid = corpus["train"], corpus["valid"]
     tasks = (f"each task of suite {res.suite['name']} "
              f"({', '.join(dict.fromkeys(c['task_name'] for c in res.suite['columns']))})." if res.suite
-             else f"{res.task} ({ft['train_examples']} train / {ft['dev_examples']} dev examples).")
+             else f"{res.task} ({ft['train_examples']} train / {ft['dev_examples']} dev / {ft['test_examples']} test "
+                  "examples).")
     return (f"Corpus: {train['documents']:,} train / {valid['documents']:,} valid documents, "
             f"{train['words']:,} / {valid['words']:,} words. Grid {res.grid!r}: "
             f"{_rows_phrase(len(res.method.pretraining_runs) - 1)}, {res.runs[BASELINE].pretrain.steps} steps each, "
@@ -629,9 +718,11 @@ def baseline_section(doc: Doc, res: AblationResults, pre: dict, ft: dict) -> Non
     doc.figure("pretrain_curves.png", curves_figure([("baseline", base.plots, base.lm)], "Baseline"),
                "baseline pretraining curves")
     metric = ft["metric"]
-    doc.table(["fine-tuning mode", *[f"dev {m} (mean ± std)" for m in ft["metrics"]], "seeds", "seconds"],
+    doc.table(["fine-tuning mode", *[f"test {m} (mean ± std)" for m in ft["metrics"]], "chosen on dev", "seeds",
+               "seconds"],
               [[mode_label(mode), *[f"{fmt(k, r[f'{k}_mean'])} ± {fmt(k, r[f'{k}_std'])}" for k in ft["metrics"]],
-                str(r["n"]), f"{r['seconds']:.0f}"] for mode, r in ((m, ft["modes"][m]) for m in ft["mode_order"])],
+                settings_text(r["selection"]["chosen"]), str(r["n"]), f"{r['seconds']:.0f}"]
+               for mode, r in ((m, ft["modes"][m]) for m in ft["mode_order"])],
               caption=f"Every fine-tuning mode of the baseline on {ft['task']} ({metric} in %)"
               if percent(metric) else f"Every fine-tuning mode of the baseline on {ft['task']}")
 

@@ -276,7 +276,7 @@ def _row_finding(fam: FamilyResult, row: Row, metric: str, task: str) -> str:
         how = f"is level with {ref_label}"
     else:
         how = f"is {fmt(metric, abs(c.diff))} points {'above' if c.diff > 0 else 'below'} {ref_label}"
-    sentence = (f"{fam.title}: {row.label} {how} on {task} dev {metric} "
+    sentence = (f"{fam.title}: {row.label} {how} on {task} test {metric} "
                 f"({fmt(metric, row.primary.mean)} vs {fmt(metric, ref_mean)}; {describe(c, metric)})")
     paper, sign = _paper_direction(fam, row, ref) if ref else ("", 0)
     if paper:
@@ -391,7 +391,7 @@ def method(variants: dict[str, list[dict]], families: list[FamilyResult], metric
 
 def headline(variants: dict[str, list[dict]], metric: str, floors: dict[str, dict] | None = None) -> dict[str, dict]:
     """The few numbers `dvc exp show` lists (``reports/summary.json``): per row of the grid, its accuracy on the
-    fixed evaluation set's masked positions, its LM's validation accuracy and each fine-tuning mode's dev score,
+    fixed evaluation set's masked positions, its LM's validation accuracy and each fine-tuning mode's test score,
     means over its runs; and each count-based floor's accuracy on the fixed set (``floors``)."""
     out: dict[str, dict] = {"floors": {n: f["masked"] for n, f in floors.items()}} if floors else {}
     for v, runs in variants.items():

@@ -50,6 +50,7 @@ def suite_result(runs: Mapping[str, Mapping], suite: Mapping, families: Mapping[
                      "paper": col.get("paper"), "label": column_label(col, ft["task"], metric),
                      "train_examples": ft.get("train_questions", ft["train_examples"]),
                      "dev_examples": ft.get("dev_questions", ft["dev_examples"]),
+                     "test_examples": ft.get("test_questions", ft.get("test_examples", 0)),
                      "unit": "questions" if "train_questions" in ft else "examples",
                      "comparable": ft.get("comparable", True)})
         for name, spec in families.items():

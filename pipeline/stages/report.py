@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.io import read_json
-from pipeline.report import grammar, ledger
+from pipeline.report import grammar, ledger, protocol
 from pipeline.report.model import AblationResults
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families
@@ -34,6 +34,7 @@ def run(lab: Lab) -> AblationResults:
     floor = Path(paths.metrics) / "zero_shot_floor.json"
     add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
     probe = read_json(probe_file) if (probe_file := Path(paths.metrics) / "probe.json").exists() else None
+    add_protocol(res, runs, [c["task"] for c in res.suite["columns"]] if suite else [None])
     res.ledger = ledger.ledger(res, probe, confidence)
     res.summary["ledger"] = ledger.summary(res.ledger)
     base = Path(runs[BASELINE]["metrics"])
@@ -59,6 +60,19 @@ def add_grammar(res: AblationResults, runs: dict, floor: dict | None, confidence
         res.summary.setdefault(variant, {})["blimp_overall"] = mean
     if res.zero_shot["floor"]:
         res.summary.setdefault("floors", {})["blimp_ngram"] = res.zero_shot["floor"]["overall"]
+
+
+def add_protocol(res: AblationResults, runs: dict, tasks: list[str | None]) -> None:
+    """What each arm chose on dev, and each task's word-order control (``pipeline.report.protocol``), into the
+    results; each task's control in ``summary.json`` (``control``: ``<task>/<mode>_drop``, ``<task>/needs_word_order``)."""
+    tasks = list(dict.fromkeys(tasks))
+    res.choices = protocol.choices(runs, tasks)
+    res.controls = protocol.controls(runs, tasks)
+    for c in res.controls:
+        entry = res.summary.setdefault("control", {})
+        entry.update({f"{c['task_name']}/{mode}_drop": a["drop"] for mode, a in c["arms"].items()})
+        if c["needs_word_order"] is not None:
+            entry[f"{c['task_name']}/needs_word_order"] = c["needs_word_order"]
 
 
 def grid_metrics(res: AblationResults) -> dict[str, float]:

@@ -36,6 +36,7 @@ class NerTask:
     metrics: list[str] = field(default_factory=lambda: list(NER_METRICS))
     regression: bool = False
     kind: str = "ner"
+    test: list[Sentence] = field(default_factory=list)  # the protocol's split of ``dev`` (tasks.base.split_heldout)
 
     @property
     def num_outputs(self) -> int:

@@ -65,6 +65,7 @@ class SquadTask:
     comparable: bool = True          # false: dev is a split of the train source, not the official dev set
     metrics: list[str] = field(default_factory=lambda: list(METRICS["1.1"]))  # the first is the headline
     kind: str = "span"
+    test: list[Question] = field(default_factory=list)  # the protocol's split of ``dev`` (tasks.base.split_heldout)
 
     @property
     def with_no_answer(self) -> bool:

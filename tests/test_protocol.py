@@ -1,0 +1,198 @@
+"""The fine-tuning protocol: choices made on dev before test is read, held-out splits by group, the word-order
+control, the reading task, poolings and the from-scratch start."""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.data.datamodule import LengthGroupedBatches
+from pipeline.errors import DataError
+from pipeline.finetune.protocol import Choice, choose, run_mode
+from pipeline.finetune.sentence import classical
+from pipeline.finetune.tasks.base import Example, TaskData, shuffled_words, split_heldout
+from pipeline.finetune.tasks.bible import distinct_words, swap_words, word_order
+from pipeline.finetune.training import Grid, Recipe, Runner
+from pipeline.model.bert import BertConfig, BertForSequenceClassification
+
+GRID = Grid(lrs=(1e-3,), feature_lrs=(1e-3,), poolings=("token", "mean"), tfidf_c=(1e-4, 100.0), tfidf_ngrams=(1,))
+RECIPE = Recipe(seeds=(0, 1), epochs=1, feature_epochs=1, batch_size=8, grid=GRID, weight_decay=0.0,
+                warmup_ratio=0.0, betas=(0.9, 0.999), eps=1e-8, gradient_clip_val=1.0, eval_batch_size=8,
+                feature_eval_batch_size=8, eval_every_epoch=False, max_seq_length=16)
+
+
+class TfidfRunner(Runner):
+    """The sentence runner's classical arm alone (no network): the protocol's bookkeeping on a real model."""
+    kind = "sentence"
+
+    def __init__(self, task: TaskData):
+        super().__init__(RECIPE, task, export=None)
+        self.read: list[str] = []  # every split a run was scored on, in order
+
+    def classical_candidates(self):
+        return [{"ngrams": n, "c": c} for n in GRID.tfidf_ngrams for c in GRID.tfidf_c]
+
+    def classical(self, settings):
+        return classical(self.task, settings["ngrams"], settings["c"])
+
+    def score(self, run, split):
+        self.read.append(split)
+        return super().score(run, split)
+
+
+def _sentiment(n: int, rng: random.Random, flip: bool = False) -> list[Example]:
+    out = []
+    for _ in range(n):
+        label = rng.randint(0, 1)
+        words = rng.sample([f"w{i}" for i in range(40)], 5) + ["good" if label else "bad"]
+        rng.shuffle(words)
+        out.append(Example(" ".join(words), None, 1 - label if flip else label))
+    return out
+
+
+def test_the_choice_is_made_on_dev_and_test_is_read_only_after_it():
+    """Test's labels are flipped: had the choice read them, it would take the weakest model (C = 1e-4, always the
+    same label), which scores best on a flipped test. It takes the best on dev, and reads test once, last."""
+    rng = random.Random(0)
+    task = TaskData("sentiment", ["bad", "good"], _sentiment(300, rng), _sentiment(100, rng))
+    task.test = _sentiment(100, rng, flip=True)
+    runner = TfidfRunner(task)
+    opened = []
+    choice, winner = choose(runner, "tfidf", 0, lambda m, s, tags: opened.append(tags) or None, by="baseline")
+    assert runner.read == ["dev", "dev"] and choice.settings == {"ngrams": 1, "c": 100.0}
+    assert [g["dev"]["accuracy"] > 0.95 for g in choice.grid] == [False, True]
+    runs = run_mode(runner, "tfidf", (0, 1), choice, lambda m, s, tags: None, winner)
+    assert runner.read == ["dev", "dev", "test"]  # the winner's dev score is reused, test read once
+    assert len(runs) == 1 and runs[0]["accuracy"] < 0.05 and runs[0]["dev"]["accuracy"] > 0.95
+    assert [t["candidate"] for t in opened] == ["0", "1"]  # one MLflow run per candidate
+
+
+def test_an_inherited_choice_trains_every_seed_at_it_and_scores_dev_then_test():
+    rng = random.Random(1)
+    task = TaskData("sentiment", ["bad", "good"], _sentiment(200, rng), _sentiment(50, rng))
+    task.test = _sentiment(50, rng)
+    runner = TfidfRunner(task)
+    runs = run_mode(runner, "tfidf", (0, 1), Choice({"ngrams": 1, "c": 100.0}, by="baseline"), lambda *a: None)
+    assert runner.read == ["dev", "test"] and runs[0]["accuracy"] > 0.9
+
+
+def test_candidates_cross_learning_rates_with_poolings():
+    class Sentence(Runner):
+        kind = "sentence"
+
+        def poolings(self):
+            return ["token", "mean"]
+
+    runner = Sentence(RECIPE, task=None, export=None)
+    assert runner.candidates("pretrained") == [{"lr": 1e-3, "pooling": "token"}, {"lr": 1e-3, "pooling": "mean"}]
+    assert runner.candidates("tfidf") == [{}]  # a kind without a classical grid: nothing to choose
+
+
+def test_the_held_out_split_keeps_each_group_whole_and_is_the_same_every_time():
+    dev = [Example(f"t{i}", None, i % 2, group=f"chapter{i // 10}") for i in range(200)]
+    task = TaskData("t", ["a", "b"], dev[:5], dev)
+    a, b = split_heldout(task, 0.5, 7), split_heldout(task, 0.5, 7)
+    assert a.dev == b.dev and a.test == b.test
+    assert len(a.dev) + len(a.test) == 200 and len(a.test) == 100  # 10 of the 20 chapters
+    assert not {e.group for e in a.dev} & {e.group for e in a.test}
+    assert split_heldout(task, 0.5, 8).test != a.test
+
+
+@pytest.mark.parametrize("fraction", [0.01, 0.99])
+def test_a_split_that_leaves_a_side_empty_is_refused_naming_the_key(fraction):
+    task = TaskData("t", ["a", "b"], [], [Example(f"t{i}", None, 0, group=f"g{i // 50}") for i in range(100)])
+    with pytest.raises(DataError, match=r"finetune\.test_fraction=.* leaves the (dev|test) split of task t empty"):
+        split_heldout(task, fraction, 0)
+
+
+def test_the_word_order_control_shuffles_the_words_of_every_text_and_keeps_the_labels():
+    rng = random.Random(0)
+    task = TaskData("t", ["a", "b"], _sentiment(20, rng), _sentiment(10, rng))
+    task.test = [Example("one two three four five six", "seven eight nine", 1)]
+    shuffled = shuffled_words(task, 3)
+    for split in ("train", "dev", "test"):
+        for x, y in zip(getattr(task, split), getattr(shuffled, split)):
+            assert Counter(x.text_a.split()) == Counter(y.text_a.split()) and x.label == y.label
+    assert shuffled.test[0].text_a != task.test[0].text_a and sorted(shuffled.test[0].text_b.split()) == \
+        ["eight", "nine", "seven"]
+    assert shuffled_words(task, 3) == shuffled and shuffled.name == "t (words shuffled)"
+
+
+def test_the_control_moves_a_word_s_tag_with_it_and_has_none_for_answer_spans():
+    from pipeline.finetune.tasks.conll import NerTask, Sentence
+    from pipeline.finetune.tasks.squad import Question, SquadTask
+
+    ner = NerTask("ner", ["O", "B-PER"], [Sentence(("Ann", "met", "Bob", "today", "at", "noon"), (1, 0, 1, 0, 0, 0))],
+                  [], test=[])
+    s = shuffled_words(ner, 0).train[0]
+    assert sorted(w for w, t in zip(s.words, s.tags) if t == 1) == ["Ann", "Bob"] and s.words != ner.train[0].words
+    q = Question("q", "who?", "Ann met Bob", (("Ann", 0),))
+    assert shuffled_words(SquadTask("squad", "1.1", [q], [q]), 0) is None
+
+
+def test_the_reading_task_moves_words_and_nothing_else():
+    """A swapped verse holds the same words (case aside) with the same punctuation at each position; an original
+    one is the verse itself; the two classes are balanced and the task is the same every time."""
+    task = word_order(400, 300, 0.1, 1234)
+    assert task.labels == ["swapped", "original"] and word_order(400, 300, 0.1, 1234) == task
+    assert 0.4 < np.mean([e.label for e in task.train]) < 0.6
+    from pipeline.data.corpus import bible_verses
+
+    verses = {v.text for v in bible_verses()}
+    for e in task.train:
+        if e.label == 1:
+            assert e.text_a in verses
+    swapped = [e for e in task.train if e.label == 0]
+    assert swapped and all(e.text_a not in verses for e in swapped)
+    rng = random.Random(0)
+    text = "And God said, Let there be light: and there was light."
+    out = swap_words(text, rng, swaps=2)
+    punct = lambda t: [re.sub(r"\w", "", w) for w in t.split()]  # noqa: E731
+    assert punct(out) == punct(text)
+    assert Counter(re.findall(r"\w+", out.lower())) == Counter(re.findall(r"\w+", text.lower()))
+    assert sum(a != b for a, b in zip(out.split(), text.split())) == 4  # two pairs, no word moved twice
+    assert swap_words("the the the the", rng, swaps=1) is None and distinct_words("a A b, b.") == 2
+
+
+def test_the_word_order_task_refuses_a_bad_setting_naming_it():
+    with pytest.raises(DataError, match=r"task\.data\.swaps=0"):
+        word_order(10, 10, 0.1, 0, swaps=0)
+
+
+def test_mean_pooling_reads_the_mean_of_the_real_tokens():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, hidden_dropout_prob=0.0)
+    model = BertForSequenceClassification(config, 3, pooling="mean").eval()
+    ids = torch.tensor([[2, 7, 8, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    with torch.no_grad():
+        h = model.bert(ids, None, mask).last_hidden_state[0, :4].mean(0)
+        torch.testing.assert_close(model(ids, None, mask)[0], model.classifier(h))
+    with pytest.raises(ValueError, match="pooling='cls'"):
+        BertForSequenceClassification(config, 3, pooling="cls")
+
+
+def test_from_scratch_starts_from_bert_s_own_initialisation(tmp_path):
+    """The export's config asks for the local attention start (a pretraining speed-up); from scratch gets BERT's
+    normal one: its position table is N(0, 0.02), not the local start's zeros and code."""
+    from conftest import tiny_export
+    from pipeline.architectures import open_export
+    from pipeline.model.hf import config_from_hf
+
+    folder = tiny_export(tmp_path, attention_init="local", num_attention_heads=1) / "hf"
+    assert config_from_hf(__import__("json").loads((folder / "config.json").read_text())).attention_init == "local"
+    net = open_export(folder).task_model("sentence", 2, pretrained=False, pooling="mean")
+    table = net.bert.embeddings.position_embeddings.weight
+    assert (table[:, :4] != 0).all() and 0.01 < float(table.std()) < 0.03
+
+
+def test_length_grouped_batches_can_keep_every_example():
+    lengths = np.random.default_rng(0).integers(3, 60, size=70)
+    batches = list(LengthGroupedBatches(lengths, 8, seed=0, drop_last=False))
+    assert sorted(i for b in batches for i in b) == list(range(70)) and len(batches) == 9
+    assert len(list(LengthGroupedBatches(lengths, 8, seed=0))) == 8
