@@ -116,15 +116,16 @@ def test_every_task_config_composes_to_a_loader(task):
     assert callable(get_method(cfg.task.data._target_))
 
 
-def test_the_paper_s_fine_tuning_grid_is_a_hydra_sweep():
+def test_the_paper_s_fine_tuning_grid_is_a_hydra_sweep_choosing_its_learning_rate_on_dev():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         cfg = hydra_compose("config", overrides=["experiment=finetune_grid"], return_hydra_config=True)
     grid = cfg.hydra.sweeper.params
-    assert grid["finetune.lr"] == "5e-5,3e-5,2e-5" and grid["finetune.batch_size"] == "16,32"
-    assert grid["finetune.epochs"] == "2,3,4"
+    assert grid["finetune.batch_size"] == "16,32" and grid["finetune.epochs"] == "2,3,4"
+    assert list(cfg.finetune.lrs) == [5e-5, 3e-5, 2e-5]
+    validate(cfg)
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow  # minutes: run with `python -m pytest -m slow`
 
 VARIANTS = ["nsp_off_full_sentences", "ltr", "cbow", "elmo"]  # grid=ci, which experiment=tiny selects
 RUNS = [f"{v}{s}" for v in ("baseline", *VARIANTS) for s in ("", "-s1")]  # two pretraining runs of each
-RUN_STAGES = [f"{s}@{r}" for s in ("pretrain", "finetune") for r in RUNS]  # zero_shot@: none until BLiMP is set
+TASKS = ["word_order", "bible_sections"]  # the default suite's: a finetune stage per (run, task)
+RUN_STAGES = [f"pretrain@{r}" for r in RUNS] + [f"finetune@{r}-{t}" for r in RUNS for t in TASKS]  # zero_shot@:
+                                                                                     # none until BLiMP is set
 STAGES = ["check_conf", "prepare_corpus", "train_wordpiece", "make_pairs@baseline", "make_pairs@nsp_off_full_sentences",
           "eval_set", *RUN_STAGES, "zero_shot_floor", "probe", "report"]
 
@@ -116,15 +118,25 @@ def test_dvc_pipeline_end_to_end(project, mlflow_server):
     assert sorted(ran) == sorted(STAGES), out[-2000:]
     for before, after in (("make_pairs@baseline", "pretrain@baseline"), ("make_pairs@nsp_off_full_sentences",
                                                                          "pretrain@nsp_off_full_sentences-s1"),
-                          ("pretrain@ltr-s1", "finetune@ltr-s1"), ("finetune@ltr", "report")):
+                          ("pretrain@ltr-s1", "finetune@ltr-s1-word_order"),
+                          ("finetune@ltr-word_order", "finetune@ltr-s1-word_order"),  # it takes ltr's choices
+                          ("finetune@ltr-bible_sections", "report")):
         assert ran.index(before) < ran.index(after)
 
     # params.yaml is conf/ composed with the override
     params = yaml.safe_load((dst / "params.yaml").read_text())
     assert params["model"]["name"] == "micro" and params["trainer"]["max_steps"] == 30
 
-    for name in ("corpus", "tokenizer", "pairs", "pretrain", "finetune"):
+    for name in ("corpus", "tokenizer", "pairs", "pretrain", *(f"tasks/{t}/finetune" for t in TASKS)):
         json.loads((dst / "metrics" / f"{name}.json").read_text())
+    chosen = json.loads((dst / "metrics" / "tasks" / "word_order" / "finetune.json").read_text())
+    assert chosen["scored_on"] == "test" and chosen["dev_examples"] and chosen["test_examples"]
+    assert {m["selection"]["by"] for m in chosen["modes"].values()} == {"baseline"}
+    assert set(chosen["control"]["modes"]) == {"tfidf", "pretrained"}  # the word-order control (tiny's modes)
+    taken = json.loads((dst / "metrics" / "variants" / "baseline-s1" / "tasks" / "word_order" / "finetune.json"
+                        ).read_text())
+    assert {m: r["selection"]["chosen"] for m, r in taken["modes"].items()} == \
+        {m: chosen["modes"][m]["selection"]["chosen"] for m in taken["modes"]} and "control" not in taken
     report = (dst / "reports" / "report.md").read_text()
     assert "pretrained" in report and "scratch" in report and "figures/pretrain_curves.png" in report
     html = (dst / "reports" / "index.html").read_text()
@@ -142,11 +154,15 @@ def test_dvc_pipeline_end_to_end(project, mlflow_server):
     shown = json.loads(metrics)[""]["data"]
     assert list(shown) == ["reports/summary.json"], list(shown)  # the headline numbers only: `dvc exp show` fits
     summary = shown["reports/summary.json"]["data"]
-    assert set(summary) == {"floors", "baseline", "ledger", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
-    # the claims ledger: every claim of claims.yaml, those this grid runs with a verdict from its own tests
+    assert set(summary) == {"floors", "baseline", "ledger", "control", *VARIANTS} and "val_mlm_acc" in summary["baseline"]
+    # the claims ledger: every claim of claims.yaml, those this grid runs with a verdict from its own tests, the
+    # downstream ones read on both tasks
     verdicts = {name: claim["verdict"] for name, claim in summary["ledger"].items()}
-    assert set(verdicts.values()) <= {"shown", "opposite", "inconclusive", "not run"}
+    assert set(verdicts.values()) <= {"shown", "opposite", "inconclusive", "mixed", "not run"}
     assert verdicts["depth"] == "not run" and verdicts["pretraining_pays"] != "not run", verdicts
+    assert set(summary["ledger"]["pretraining_pays"]["tasks"]) == set(TASKS)
+    assert summary["control"]["word_order/needs_word_order"] in (True, False)
+    assert "Fine-tuning: every arm at its best" in report and "The word-order control" in report
     # every run on the fixed evaluation set, beside the count-based floors
     assert {"fixed_acc"} <= set(summary["baseline"]) and {"fixed_acc"} <= set(summary["elmo"])
     assert {"majority", "left", "left_right"} <= set(summary["floors"])
@@ -191,17 +207,22 @@ def test_dvc_pipeline_end_to_end(project, mlflow_server):
     assert {r.data.params["objective.lm"] for r in pre if r.data.tags["variant"] == "ltr"} == {"left_to_right"}
     summary = [r for r in fine if r.data.tags.get("kind") == "summary"]  # one per finetune stage run
     fine = [r for r in fine if r.data.tags.get("kind") != "summary"]
-    assert len(summary) == len(RUNS)
-    # nested: each (mode, seed) run under its stage's run, that under the pretrain run it started from
+    assert len(summary) == len(RUNS) * len(TASKS)
+    # nested: each candidate and (mode, seed) run under its stage's run, that under the pretrain run it started from
     assert {r.data.tags["mlflow.parentRunId"] for r in fine} <= {r.info.run_id for r in summary}
     assert {r.data.tags["mlflow.parentRunId"] for r in summary} <= {p.info.run_id for p in pre}
     assert all("pretrained/accuracy_mean" in r.data.metrics for r in summary)
-    assert sum("downstream/bible_sections/pretrained/accuracy_mean" in p.data.metrics for p in pre) == len(RUNS)
-    # 4 variants x 2 pretraining runs x 2 modes x 1 seed
-    assert len([r for r in fine if r.data.tags["variant"] != "baseline"]) == 16
-    fine = [r for r in fine if r.data.tags["variant"] == "baseline"]
-    # the first run: 4 modes; the second: the 2 that use the pretrained weights
-    assert len(fine) == 6 and {r.data.tags["mode"] for r in fine} == {"pretrained", "scratch", "tfidf", "frozen_weighted"}
+    for task in TASKS:
+        assert sum(f"downstream/{task}/pretrained/accuracy_mean" in p.data.metrics for p in pre) == len(RUNS)
+    # Each variant (another network or objective: all of grid ci's) chooses on its first run, one MLflow run per
+    # candidate with its dev score; its second run takes the choice: one run per mode and seed, with test scores.
+    first = [r for r in fine if r.data.tags["pretrain_seed"] == "0" and "control" not in r.data.tags]
+    second = [r for r in fine if r.data.tags["pretrain_seed"] == "1"]
+    assert all("candidate" in r.data.tags and "val/accuracy" in r.data.metrics for r in first)
+    assert all("candidate" not in r.data.tags and "test/accuracy" in r.data.metrics for r in second)
+    assert len(second) == len(RUNS) // 2 * len(TASKS) * 2  # 2 modes, 1 seed
+    assert {r.data.tags["mode"] for r in first if r.data.tags["variant"] == "baseline"} == \
+        {"pretrained", "scratch", "tfidf", "frozen_weighted"}
     assert all(r.data.tags["pretrain_run_id"] in {p.info.run_id for p in pre} for r in fine)
     assert all(len(r.data.tags["git_commit"]) >= 40 and "data.pairs.sha256" in r.data.tags for r in pre)
     _check_grid_run(client, pre)
@@ -244,7 +265,7 @@ def test_mlflow_ui_lists_the_grid_with_its_downstream_scores(project, tmp_path):
     client = MlflowClient(f"sqlite:///{dst / 'mlflow.db'}")
     exp = client.get_experiment_by_name("bert-lab").experiment_id
     pre = client.search_runs([exp], "tags.stage = 'pretrain'", max_results=1000)
-    metric = "downstream/bible_sections/pretrained/accuracy_mean"
+    metric = "downstream/word_order/pretrained/accuracy_mean"
     proc, uri = _serve(["ui", "--backend-store-uri", f"sqlite:///{dst / 'mlflow.db'}"])
     opts = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=2400,1400"):
@@ -299,7 +320,7 @@ def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("bert-lab").experiment_id])
     stages = [r.data.tags.get("stage") for r in runs]
-    assert stages.count("pretrain") == len(RUNS) and stages.count("finetune") >= 8
+    assert stages.count("pretrain") == len(RUNS) and stages.count("finetune") >= 8 * len(TASKS)
     pre = [r for r in runs if r.data.tags.get("stage") == "pretrain"]
     assert {r.data.params["masking.mlm_probability"] for r in pre} == {"0.2"}
     assert sorted((r.data.tags["variant"], r.data.tags["pretrain_seed"]) for r in pre) == \
@@ -315,7 +336,7 @@ def test_a_team_mlflow_server_records_the_pipeline(project, mlflow_server):
 
 def test_a_fresh_clone_pulls_every_output_from_a_dvc_remote_without_recomputing(project, tmp_path):
     dst, env = project
-    if not (dst / "dvc.lock").exists():
+    if not (dst / "reports" / "summary.json").exists():  # what the pipeline run builds (dvc.lock is committed)
         pytest.skip("needs the pipeline run above")
     remote = tmp_path / "remote"
     _run([sys.executable, "-m", "dvc", "remote", "add", "-d", "local", str(remote)], dst, env)
@@ -344,7 +365,7 @@ def test_dvc_queue_runs_an_ad_hoc_sweep_point(project):
     is one pretraining run (the baseline's), as a sweep point over a setting usually is; the grid's other rows
     would repeat the same mechanics."""
     dst, env = project
-    if not (dst / "dvc.lock").exists():
+    if not (dst / "reports" / "summary.json").exists():  # what the pipeline run builds (dvc.lock is committed)
         pytest.skip("needs the pipeline run above")
     _run([sys.executable, "-m", "dvc", "exp", "run", "--queue", "-S", "experiment=tiny", "-S", "grid=baseline",
           "-S", "grid.seeds.baseline=1", "-S", "masking.mlm_probability=0.25",
@@ -424,7 +445,7 @@ def test_a_task_suite_runs_one_stage_per_run_and_task_and_reruns_only_what_chang
     (run, task), a report with a tested column per task; changing one task's data reruns only that task's stages
     and the report. Last in this file: it leaves the suite's settings in the copy's params.yaml."""
     dst, env = project
-    if not (dst / "dvc.lock").exists():
+    if not (dst / "reports" / "summary.json").exists():  # what the pipeline run builds (dvc.lock is committed)
         pytest.skip("needs the pipeline run above")
     glue, squad = shared_data("glue"), shared_data("squad", "v1.1", "dev-v1.1.json")
     sizes = [f"suite.tasks.{t}.data.{k}={n}" for t in ("mrpc", "sst2") for k, n in (("train_size", 96),

@@ -21,8 +21,14 @@ from pipeline.stages.report import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
 # NSP and objective tables) is left out.
-CI = ["grid=ci", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]"]
-SCORES = {  # run -> mode -> dev accuracy per fine-tuning seed
+CI = ["grid=ci", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]",
+      "~suite"]  # one task (the default suite's tests: test_the_demo_suite_...)
+
+
+def _grid(*overrides: str) -> list[str]:
+    """CI's settings and ``overrides``; one that picks a suite replaces CI's single task."""
+    return [*(o for o in CI if o != "~suite" or not any(x.startswith("suite=") for x in overrides)), *overrides]
+SCORES = {  # run -> mode -> test accuracy per fine-tuning seed
     "baseline": {"pretrained": [0.60, 0.61, 0.59], "scratch": [0.50, 0.52, 0.48], "tfidf": [0.52],
                  "frozen_weighted": [0.55, 0.555, 0.545]},
     "baseline-s1": {"pretrained": [0.62, 0.63, 0.61], "frozen_weighted": [0.565, 0.57, 0.56]},
@@ -40,14 +46,35 @@ def _run_id() -> str:
     return f"{next(RUN_IDS):032x}"  # as MLflow's: the report only cites them
 
 
+def _selection(mode: str, metrics: list[str], best: float, by: str = "baseline") -> dict:
+    """A mode's choice on dev as the finetune stage records it: two candidates, the first chosen."""
+    if mode == "tfidf":
+        grid = [{"ngrams": 2, "c": 10.0}, {"ngrams": 1, "c": 1.0}]
+    else:
+        grid = [{"lr": 1e-3, "pooling": "mean"}, {"lr": 3e-4, "pooling": "mean"}]
+    return {"chosen": dict(grid[0]), "by": by, "seed": 0,
+            "grid": [{**g, "dev": {m: best - 0.05 * i for m in metrics}, "mlflow_run_id": _run_id()}
+                     for i, g in enumerate(grid)]}
+
+
+def _control(ft: dict, shuffled: dict[str, float]) -> dict:
+    """The word-order control as the finetune stage records it: each mode's test score with the words shuffled."""
+    metrics = ft["metrics"]
+    return {"what": "each text's words shuffled", "seeds": [0],
+            "modes": {mode: summarize([{"seed": 0, **{m: v for m in metrics}}], metrics)
+                      for mode, v in shuffled.items()}}
+
+
 def _finetune(scores: dict, pretrain_seed: int) -> dict:
     modes = {}
     for mode, values in scores.items():
-        runs = [{"seed": s, "pretrain_seed": pretrain_seed, "accuracy": v,
+        runs = [{"seed": s, "pretrain_seed": pretrain_seed, "accuracy": v, "dev": {"accuracy": v},
                  "mlflow_run_id": _run_id()} for s, v in enumerate(values)]
-        modes[mode] = {**summarize(runs, ["accuracy"]), "seconds": 1.0}
-    return {"task": "bible_sections", "metric": "accuracy", "metrics": ["accuracy"], "train_examples": 200,
-            "dev_examples": 200, "pretrain_run_id": "x", "modes": modes, "mode_order": list(modes)}
+        modes[mode] = {**summarize(runs, ["accuracy"]), "selection": _selection(mode, ["accuracy"], values[0]),
+                       "seconds": 1.0}
+    return {"task": "bible_sections", "metric": "accuracy", "metrics": ["accuracy"], "scored_on": "test",
+            "train_examples": 200, "dev_examples": 100, "test_examples": 100, "chance": 0.3, "pretrain_run_id": "x",
+            "modes": modes, "mode_order": list(modes)}
 
 
 FLOORS = {"majority": 0.07, "left": 0.20, "left_right": 0.33, "clean_left": 0.22, "clean_left2": 0.27,
@@ -103,7 +130,7 @@ def _ci_report_config(root: Path, *overrides: str):
     """grid=ci's settings (and ``overrides``) with every output under ``root``; the corpus's metrics and the floors
     written there."""
     m = root / "metrics"
-    cfg = compose([*CI, *overrides, f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
+    cfg = compose([*_grid(*overrides), f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
                    f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
                    f"paths.eval_set={root / 'eval_set'}"])
@@ -246,7 +273,7 @@ def test_the_report_opens_with_the_claims_ledger_computed_from_its_own_tests(rep
     fams = {f.name: {r.name: r for r in f.rows} for f in res.families}
     pays = by_id["pretraining_pays"]  # from scratch worse than pretrained: the paper's direction
     assert pays.verdict == "shown" and pays.test == fams["pretraining"]["scratch"].vs
-    assert pays.rows == "from scratch vs pretrained" and pays.metric == "bible_sections dev accuracy"
+    assert pays.rows == "from scratch vs pretrained" and pays.metric == "bible_sections test accuracy"
     frozen = by_id["finetune_vs_frozen"]  # the only frozen mode of grid=ci is the closest
     assert frozen.verdict == "shown" and frozen.rows.startswith("learned mix of all layers (ELMo) vs")
     ltr = by_id["bidirectional_vs_ltr"]  # no lineage in this grid: the objective family measures it
@@ -299,11 +326,11 @@ def test_ledgers_of_several_reports_side_by_side(tmp_path, capsys):
 def test_findings_are_generated_from_the_numbers(report):
     _, res = report
     text = "\n".join(res.findings)
-    assert ("Pretraining objective: LTR, no NSP is 5.5 points below MLM + NSP on bible_sections dev accuracy "
+    assert ("Pretraining objective: LTR, no NSP is 5.5 points below MLM + NSP on bible_sections test accuracy "
             "(55.5 vs 61.0; worse (borderline): 95% interval −10.3 to −0.7, p = 0.039)") in text
     assert "the paper found it worse by 2.3 (MNLI-m dev accuracy 82.1 vs 84.4); the same direction here." in text
     assert ("Next-sentence prediction: NSP off (full sentences) is level with NSP on (segment pairs) on bible_sections "
-            "dev accuracy (61.0 vs 61.0; inconclusive: 95% interval −6.1 to +6.1, p = 1.000; the difference is too "
+            "test accuracy (61.0 vs 61.0; inconclusive: 95% interval −6.1 to +6.1, p = 1.000; the difference is too "
             "small to decide with any practical number of runs)") in text
     assert "too close to tell here" in text
     # two pretraining runs against a fixed number: one degree of freedom, too few to tell 9 points apart
@@ -331,15 +358,16 @@ def _suite_finetune(task: str, metrics: list[str], scores: dict[str, list[float]
     for mode, values in scores.items():
         runs = [{"seed": s, "pretrain_seed": pretrain_seed, **{m: v - 0.01 * i for i, m in enumerate(metrics)},
                  "mlflow_run_id": _run_id()} for s, v in enumerate(values)]
-        modes[mode] = {**summarize(runs, metrics), "seconds": 1.0}
-    return {"task": task, "metric": metrics[0], "metrics": metrics, "train_examples": 100, "dev_examples": 50,
-            "pretrain_run_id": "x", "modes": modes, "mode_order": list(modes)}
+        modes[mode] = {**summarize(runs, metrics), "selection": _selection(mode, metrics, values[0]), "seconds": 1.0}
+    return {"task": task, "metric": metrics[0], "metrics": metrics, "scored_on": "test", "train_examples": 100,
+            "dev_examples": 50, "test_examples": 50, "chance": 0.5, "pretrain_run_id": "x", "modes": modes,
+            "mode_order": list(modes)}
 
 
 def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
     """suite=table6 (MNLI-m, MRPC, SST-2): every family row gets one cell per task, tested in that task alone."""
     m = tmp_path / "metrics"
-    cfg = compose([*CI, "suite=table6", "grid.families=[features,nsp,objective]", f"paths.metrics={m}",
+    cfg = compose([*_grid("suite=table6"), "grid.families=[features,nsp,objective]", f"paths.metrics={m}",
                    f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'plots'}",
                    f"paths.variants.plots={tmp_path / 'plots' / 'variants'}", f"paths.reports={tmp_path / 'reports'}",
                    f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.eval_set={tmp_path / 'eval_set'}"])
@@ -388,6 +416,46 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
     assert "| setting | MNLI-m accuracy | paper: MNLI-m dev accuracy | MRPC accuracy |" in md
     assert "Suite table6:" in md and "figures/objective_suite.png" in md
     assert res.task == "MNLI-m"  # the detailed tables are the first column's task
+
+
+def test_the_demo_suite_reads_each_claim_on_both_tasks_beside_each_arm_s_choice_and_the_control(tmp_path):
+    """suite=demo (word_order, bible_sections): from scratch is far below fine-tuning on the reading task and far
+    above it on the topic task, so "pretraining pays" is mixed -- shown on one, opposite on the other, not
+    averaged away; the choices on dev and the word-order control each get their section."""
+    cfg = _ci_report_config(tmp_path, "suite=demo")
+    shift = {"word_order": {"scratch": -0.10}, "bible_sections": {"scratch": +0.20}}
+    labels = {"word_order": "word_order", "bible_sections": "bible_sections"}
+    for name, run in cfg.runs.items():
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, "ltr" if run.variant == "ltr" else "mlm", 0.2))
+        base = SCORES["baseline" if not run.pretrain_seed else "baseline-s1"] if run.variant == "baseline" else \
+            SCORES[name]
+        for task in labels:
+            scores = {k: [v + shift[task].get(k, 0.0) for v in vs] for k, vs in base.items()
+                      if k in cfg.finetunes[f"{name}-{task}"].modes}
+            ft = _suite_finetune(labels[task], ["accuracy"], scores, run.pretrain_seed)
+            if name == "baseline":
+                ft["control"] = _control(ft, {"tfidf": 0.5, "scratch": 0.5, "pretrained": 0.5} if task == "word_order"
+                                         else {"tfidf": 0.50, "scratch": 0.68, "pretrained": 0.55})
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json", ft)
+    res = build_report(validate(cfg))
+    pays = next(c for c in res.ledger if c.id == "pretraining_pays")
+    assert pays.verdict == "mixed" and [(t.task, t.verdict) for t in pays.tasks] == \
+        [("word_order", "shown"), ("bible_sections", "opposite")]
+    assert res.summary["ledger"]["pretraining_pays"]["tasks"]["bible_sections"]["verdict"] == "opposite"
+    controls = {c["task_name"]: c for c in res.controls}
+    assert controls["word_order"]["needs_word_order"] and not controls["bible_sections"]["needs_word_order"]
+    assert controls["bible_sections"]["best_without_pretraining"] == "scratch"  # 0.70 against TF-IDF's 0.52
+    assert controls["bible_sections"]["arms"]["scratch"]["drop"] == pytest.approx(0.70 - 0.68)
+    assert res.summary["control"]["word_order/needs_word_order"] is True
+    chosen = {c["task_name"]: c for c in res.choices}["word_order"]["runs"]
+    assert set(chosen) == {"baseline", "ltr", "nsp_off_full_sentences"}  # each network or objective chooses its own
+    assert chosen["baseline"]["tfidf"]["chosen"] == {"ngrams": 2, "c": 10.0}
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert "## Fine-tuning: every arm at its best" in md and "figures/choices_word_order.png" in md
+    assert ("| word_order | 50.0 | fine-tuned 60.0 → 50.0 (−10.0); from scratch 40.0 → 50.0 (+10.0); TF-IDF 52.0 → "
+            "50.0 (−2.0) | yes (TF-IDF: −2.0) |") in md
+    assert "| baseline | fine-tuned | lr 3e-4, mean: 55.0; lr 1e-3, mean: 60.0 | lr 1e-3, mean | 60.0 |" in md
+    assert "mixed: word_order shown; bible_sections opposite" in md
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):
@@ -582,7 +650,7 @@ def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_d
     lo, hi = ax.get_ylim()
     assert hi - lo >= MIN_SPAN and lo > 0
     assert [t.get_text() for t in ax.get_xticklabels()] == ["15%", "40%"]
-    assert ax.get_ylabel() == "bible_sections dev accuracy (%)"
+    assert ax.get_ylabel() == "bible_sections test accuracy (%)"
     _assert_honest(fig)
 
 
@@ -754,8 +822,17 @@ TABLE_ROW = (f"{SUITE_CELLS} frozen_weighted_high frozen_weighted_low frozen_wei
              "frozen_weighted_n_pretrain pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
              "pretrained_n_pretrain vs_diff vs_high vs_low vs_p")
 ABLATIONS_KEYS = {
-    "": "families findings grid intrinsic layout ledger method metric nsp runs suite summary table task variant_modes "
-        "zero_shot",
+    "": "choices controls families findings grid intrinsic layout ledger method metric nsp runs suite summary table "
+        "task variant_modes zero_shot",
+    "choices[]": "metric runs task task_name",
+    "choices[].runs": "<run>",
+    "choices[].runs.<run>": "<mode>",
+    "choices[].runs.<run>.<mode>": "chosen grid n seed test",
+    "choices[].runs.<run>.<mode>.chosen": "c lr ngrams pooling",
+    "choices[].runs.<run>.<mode>.grid[]": "c dev lr ngrams pooling",
+    "controls[]": "arms best_without_pretraining chance metric needs_word_order seeds task task_name",
+    "controls[].arms": "<mode>",
+    "controls[].arms.<mode>": "drop shuffled task",
     "families[]": "classical first_generation floors kind name note paper question reference_row rows title",
     "families[].classical": SCORE,
     "families[].floors[]": FLOOR,
@@ -788,7 +865,10 @@ ABLATIONS_KEYS = {
     "intrinsic.vs_floors": "<floor>",
     "intrinsic.vs_floors.<floor>": COMPARISON,
     "layout": "along baseline_reads cells floors rows settings",
-    "ledger[]": "along claim cost_seconds fixed fixed_verdict id metric paper percent rows run_by section test verdict",
+    "ledger[]": "along claim cost_seconds fixed fixed_verdict id metric paper percent rows run_by section tasks test "
+                "verdict",
+    "ledger[].tasks[]": "metric rows task test verdict",
+    "ledger[].tasks[].test": COMPARISON,
     "ledger[].fixed": COMPARISON,
     "ledger[].test": COMPARISON,
     "layout.along[]": "cells rows runs step tokens",
@@ -815,15 +895,19 @@ ABLATIONS_KEYS = {
     "runs.<run>.finetune_runs": "<mode>",
     "runs.<run>.pretrain": PRETRAIN,
     "suite": "columns families name",
-    "suite.columns[]": "comparable dev_examples label metric mode paper task task_name train_examples unit",
+    "suite.columns[]": "comparable dev_examples label metric mode paper task task_name test_examples train_examples "
+                       "unit",
     "suite.families[]": "classical name reference_row rows title",
     "suite.families[].rows[]": "cells label name ran",
     "suite.families[].rows[].cells[]": "high low mean n_finetune n_pretrain paper ran vs vs_row",
     "suite.families[].rows[].cells[].vs": COMPARISON,
-    "summary": "<run> floors ledger",
+    "summary": "<run> control floors ledger",
+    "summary.control": "<task>/<mode>_drop <task>/needs_word_order",
     "summary.ledger": "<claim>",
     "summary.ledger.<claim>": "diff fixed_diff fixed_gap_along fixed_high fixed_low fixed_p fixed_runs_needed "
-                              "fixed_verdict high low metric p percent rows run_by runs runs_needed verdict",
+                              "fixed_verdict high low metric p percent rows run_by runs runs_needed tasks verdict",
+    "summary.ledger.<claim>.tasks": "<task>",
+    "summary.ledger.<claim>.tasks.<task>": "diff high low metric p rows runs runs_needed verdict",
     "summary.<run>": SUMMARY_ROW,
     "summary.<run>.layout": "<cell>",
     "summary.floors": "<floor> blimp_ngram layout nsp_base_rate",
@@ -865,9 +949,12 @@ ABLATIONS_KEYS = {
 # names that come from the grid, and the mappings whose keys are data (the paper's rows and columns, differences)
 NAMES = {**{run: "<run>" for run in SCORES}, **{c["name"]: "<cell>" for c in CELLS}, **{f: "<floor>" for f in FLOORS},
          **{m: "<mode>" for m in ("pretrained", "scratch", "tfidf", "frozen_weighted")},
+         **{f"{t}/{m}_drop": "<task>/<mode>_drop" for t in ("MNLI-m", "MRPC", "SST-2") for m in ("tfidf", "pretrained")},
+         **{f"{t}/needs_word_order": "<task>/needs_word_order" for t in ("MNLI-m", "MRPC", "SST-2")},
          **{p: "<phenomenon>" for p in PHENOMENA}}
 DATA_KEYS = {"families[].paper[].rows": "<paper-row>", "families[].rows[].paper": "<paper-column>",
-             "method.power_at_observed": "<difference>", "summary.ledger": "<claim>"}
+             "method.power_at_observed": "<difference>", "summary.ledger": "<claim>",
+             "summary.ledger.<claim>.tasks": "<task>"}
 
 
 def _key_tree(data, path: str = "", tree: dict | None = None) -> dict[str, str]:
@@ -898,8 +985,10 @@ def test_summary_and_ablations_keep_their_keys(tmp_path):
         write_json(f"{run.metrics}/zero_shot.json", _zero_shot(BLIMP[run.variant] + 0.01 * run.pretrain_seed))
         for task, (label, metrics) in names.items():
             scores = {k: v for k, v in SCORES[name].items() if k in cfg.finetunes[f"{name}-{task}"].modes}
-            write_json(f"{run.metrics}/tasks/{task}/finetune.json",
-                       _suite_finetune(label, metrics, scores, run.pretrain_seed))
+            ft = _suite_finetune(label, metrics, scores, run.pretrain_seed)
+            if name == "baseline":  # the word-order control
+                ft["control"] = _control(ft, {"tfidf": 0.5, "pretrained": 0.55})
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json", ft)
         if run.variant == "baseline":  # BLiMP along pretraining
             fixed = Path(run.plots, "pretrain_fixed.csv")
             lines = fixed.read_text().splitlines()

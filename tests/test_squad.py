@@ -13,6 +13,7 @@ from pipeline.errors import DataError
 from pipeline.finetune.answers import (best_threshold, evaluate, exact_match, f1, normalize_answer,
                                        question_scores, read_predictions)
 from pipeline.finetune.spans import best_answers, encode_spans, window_starts
+from pipeline.finetune.tasks.base import split_heldout
 from pipeline.finetune.tasks.squad import Question, SpanSettings, squad
 
 PASSAGES = [
@@ -257,9 +258,10 @@ def qa_passages(n: int, seed: int):
 
 
 def recipe(**kw):
-    from pipeline.finetune.training import Recipe
+    from pipeline.finetune.training import Grid, Recipe
 
-    base = dict(seeds=(0,), epochs=1, feature_epochs=1, batch_size=8, lr=1e-3, feature_lr=1e-3, weight_decay=0.01,
+    grid = Grid(lrs=(1e-3,), feature_lrs=(1e-3,), poolings=("mean",), tfidf_c=(1.0,), tfidf_ngrams=(2,))
+    base = dict(seeds=(0,), epochs=1, feature_epochs=1, batch_size=8, grid=grid, weight_decay=0.01,
                 warmup_ratio=0.1, betas=(0.9, 0.999), eps=1e-6, gradient_clip_val=1.0, eval_batch_size=16,
                 feature_eval_batch_size=64, eval_every_epoch=False, max_seq_length=64, fused_optimizer=False)
     return Recipe(**{**base, **kw})
@@ -276,22 +278,26 @@ def test_span_runner_in_every_kind_of_mode(tmp_path, version):
     impossible = {(p, 1) for p in range(0, 20, 3)} if version == "2.0" else set()
     f = write_squad(tmp_path / "train.json", qa_passages(20, 0), version, impossible)
     d = write_squad(tmp_path / "dev.json", qa_passages(6, 1), version, {(0, 0), (1, 1)} if impossible else set())
-    task = squad("tiny", version, str(f), str(d), doc_stride=16, max_query_length=16)
-    assert len(task.train) == 40
+    task = split_heldout(squad("tiny", version, str(f), str(d), doc_stride=16, max_query_length=16), 0.5, 0)
+    assert len(task.train) == 40 and task.dev and task.test
     runner = SpanRunner(recipe(), task, load_tokenizer(export), open_export(export))
-    results = {"pretrained": runner.fine_tune("pretrained", 0, False),
-               "frozen_last": runner.frozen("last", 0, False), "tfidf": runner.classical()}
+    results = {}
+    for mode in ("pretrained", "frozen_last", "tfidf"):
+        run = runner.train(mode, runner.candidates(mode)[0], 0, None)
+        dev = runner.score(run, "dev")
+        results[mode] = (runner.score(run, "test"), dev)
     write_outputs(tmp_path, {}, runner.outputs())  # as the stage writes them
-    for mode, r in results.items():
+    for mode, (r, dev) in results.items():
         assert set(task.metrics) <= set(r) and all(0 <= r[m] <= 1 for m in task.metrics), mode
-        assert r["skipped_train_questions"] == r["skipped_dev_questions"] == 0
+        assert r["skipped_train_questions"] == r["skipped_dev_questions"] == r["skipped_test_questions"] == 0
         assert ("null_threshold" in r) == (version == "2.0")
+        assert r.get("null_threshold") == dev.get("null_threshold")  # v2.0: test applies the threshold dev chose
         folder = tmp_path / "predictions" / f"{mode}-s0"
-        answers, odds = read_predictions(folder)
-        assert set(answers) == {q.id for q in task.dev} and (odds is not None) == (version == "2.0")
-        again, _ = evaluate(task.dev, answers, odds, r.get("null_threshold"))
+        answers, odds = read_predictions(folder)  # the test split's answers
+        assert set(answers) == {q.id for q in task.test} and (odds is not None) == (version == "2.0")
+        again, _ = evaluate(task.test, answers, odds, r.get("null_threshold"))
         assert {m: again[m] for m in task.metrics} == {m: r[m] for m in task.metrics}, mode  # the files score alike
-    assert "loss" in results["pretrained"] and results["tfidf"]["method"] == "sliding-window word overlap"
+    assert "loss" in results["pretrained"][0] and results["tfidf"][0]["method"] == "sliding-window word overlap"
 
 
 def test_the_overlap_baseline_answers_next_to_the_question_s_words():
@@ -316,7 +322,8 @@ def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "SQuAD-v1.1" and result["metric"] == "f1" and result["comparable"] is False
-    assert result["train_questions"] + result["dev_questions"] == 60 and result["train_examples"] >= 40
+    assert result["train_questions"] + result["dev_questions"] + result["test_questions"] == 60
+    assert result["train_examples"] >= 40
     assert set(result["modes"]) == {"pretrained", "tfidf"} and all(0 <= m["f1_mean"] <= 1
                                                                     for m in result["modes"].values())
     assert (tmp_path / "metrics" / "predictions" / "pretrained-s0" / "predictions.json").is_file()

@@ -43,7 +43,8 @@ def choices(runs: Mapping[str, Mapping], tasks: list[str | None]) -> list[dict]:
                 "chosen": r["selection"]["chosen"], "seed": r["selection"].get("seed"),
                 "grid": [{**{k: v for k, v in g.items() if k not in ("dev", "mlflow_run_id")}, "dev": g["dev"][metric]}
                          for g in r["selection"]["grid"]],
-                "test": r[f"{metric}_mean"], "n": r["n"]} for mode, r in ft["modes"].items()}
+                "test": r[f"{metric}_mean"], "n": r["n"]}
+                for mode, r in ((m, ft["modes"][m]) for m in ft.get("mode_order", ft["modes"]))}
         out.append(entry)
     return out
 
@@ -65,7 +66,8 @@ def control(ft: dict, task: str | None) -> dict:
     metric, seeds = ft["metric"], ft["control"]["seeds"]
     chance = ft.get("chance")
     arms = {}
-    for mode, shuffled in ft["control"]["modes"].items():
+    order = [m for m in ft.get("mode_order", []) if m in ft["control"]["modes"]] or list(ft["control"]["modes"])
+    for mode, shuffled in ((m, ft["control"]["modes"][m]) for m in order):
         on_task = [r[metric] for r in ft["modes"][mode]["runs"] if r["seed"] in seeds or mode == CLASSICAL]
         arms[mode] = {"task": round(float(np.mean(on_task)), 6), "shuffled": shuffled[f"{metric}_mean"],
                       "drop": round(float(np.mean(on_task)) - shuffled[f"{metric}_mean"], 6)}

@@ -562,7 +562,8 @@ def settings_text(settings: dict) -> str:
     """A candidate's settings as the tables write them: ``lr 3e-4, mean``; TF-IDF's ``1-2-grams, C 10``."""
     parts = []
     if "lr" in settings:
-        parts.append(f"lr {settings['lr']:g}")
+        mantissa, exponent = f"{settings['lr']:e}".split("e")
+        parts.append(f"lr {mantissa.rstrip('0').rstrip('.')}e{int(exponent)}")
     if settings.get("pooling"):
         parts.append(settings["pooling"])
     if "ngrams" in settings:
