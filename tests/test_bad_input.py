@@ -132,7 +132,8 @@ def test_bad_probe_settings_are_named(tmp_path, override, message):
 # Each task loader (a `_target_` of conf/task) and the setting that points it at its data; None: data it ships with.
 DATA_SETTING = {"pipeline.finetune.tasks.glue": "data_dir", "pipeline.finetune.tasks.squad": "train",
                 "pipeline.finetune.tasks.conll": "train", "pipeline.finetune.tasks.table": "train",
-                "pipeline.finetune.tasks.hf_dataset": "path", "pipeline.finetune.tasks.bible_sections": None}
+                "pipeline.finetune.tasks.hf_dataset": "path", "pipeline.finetune.tasks.bible_sections": None,
+                "pipeline.finetune.tasks.word_order": None}
 TASKS = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
 
 

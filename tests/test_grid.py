@@ -187,11 +187,29 @@ def test_a_suite_gives_each_run_one_finetune_stage_per_task(suite):
 
 
 def test_without_a_suite_each_run_has_one_finetune_stage_where_it_always_was():
-    cfg = compose(["grid=ci"])
+    cfg = compose(["grid=ci", "~suite"])
     assert list(cfg.finetunes) == list(cfg.runs)
     for name, ft in cfg.finetunes.items():
         assert ft.out == f"{cfg.runs[name].metrics}/finetune.json" and ft.task is None and ft.task_key == "task"
         assert ft.args == f"variant={ft.variant} pretrain_seed={ft.pretrain_seed}"
+
+
+def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_them():
+    """The demo grid: the baseline's first run chooses for itself, its other runs and mask_ratio_40 (the same
+    network and objective); nsp_off (another objective) chooses its own. A run that takes another's choice
+    depends on that run's finetune output; one that chooses names its own model (a dependency it has)."""
+    cfg = compose()
+    assert {name: run.chooser for name, run in cfg.runs.items()} == {
+        "baseline": "baseline", "baseline-s1": "baseline", "baseline-s2": "baseline", "mask_ratio_40": "baseline",
+        "nsp_off": "nsp_off"}
+    ft = cfg.finetunes
+    assert ft["baseline-word_order"].choices == cfg.runs.baseline.pretrain
+    assert ft["mask_ratio_40-word_order"].choices == f"{cfg.runs.baseline.metrics}/tasks/word_order"
+    assert ft["baseline-s2-bible_sections"].choices == f"{cfg.runs.baseline.metrics}/tasks/bible_sections"
+    assert ft["nsp_off-word_order"].choices == cfg.runs.nsp_off.pretrain
+    every = compose(["grid=claims"])  # grid.finetune.choose=variant: each variant's first run chooses
+    assert {n: r.chooser for n, r in every.runs.items() if r.variant == "mask_ratio_40"} == \
+        {"mask_ratio_40": "mask_ratio_40", "mask_ratio_40-s1": "mask_ratio_40"}
 
 
 def test_the_glue_folder_of_a_suite_is_one_setting():
@@ -202,7 +220,7 @@ def test_the_glue_folder_of_a_suite_is_one_setting():
 
 
 @pytest.mark.parametrize("overrides, stage, fragment", [
-    (["suite_task=mrpc"], "finetune", "suite_task=mrpc: no suite is chosen: expected suite=<name> too"),
+    (["~suite", "suite_task=mrpc"], "finetune", "suite_task=mrpc: no suite is chosen: expected suite=<name> too"),
     (["suite=table6", "suite_task=squad"], "finetune",
      "suite_task='squad' is not a task of suite table6: expected one of mnli_m, mrpc, sst2"),
     (["suite=table6", "suite_task=mrpc"], "pretrain", "only the finetune stage runs a suite's tasks"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pipeline.finetune.training import Runner, Trained
+from pipeline.memory import release
 from pipeline.names import CLASSICAL
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ def choose(runner: Runner, mode: str, seed: int, open_run: OpenRun, by: str) -> 
             best.extra = {**(best.extra or {}), "dev": dev}
         elif logger is not None:
             logger.finalize("success")
+        del run
+        release()  # the losing candidate's network and Trainer
     log.info("%s: chose %s on dev (%s %.4f)", mode, best.settings, headline, best_score)
     return Choice(settings=dict(best.settings), by=by, seed=seed, grid=grid), best
 
@@ -72,7 +75,7 @@ def run_mode(runner: Runner, mode: str, seeds: tuple[int, ...], choice: Choice, 
     runs = []
     for seed in (seeds[:1] if mode == CLASSICAL else seeds):
         if winner is not None and seed == winner.seed:
-            run, dev = winner, winner.extra["dev"]
+            run, dev, winner = winner, winner.extra["dev"], None
         else:
             run = runner.train(mode, choice.settings, seed, open_run(mode, seed, {"chosen": "true"}))
             dev = scored(runner, run, "dev")
@@ -82,6 +85,8 @@ def run_mode(runner: Runner, mode: str, seeds: tuple[int, ...], choice: Choice, 
                      "mlflow_run_id": getattr(run.logger, "run_id", None)})
         if run.logger is not None:
             run.logger.finalize("success")
+        del run
+        release()
     return runs
 
 

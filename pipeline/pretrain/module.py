@@ -27,6 +27,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from pipeline.data.scored import KINDS, EvalSet, row_batches
 from pipeline.data.masking import MaskingConfig, continuation_table, example_seed, mask_examples, mask_tokens
 from pipeline.errors import TrainingError
+from pipeline.memory import release
 from pipeline.model.bert import BertForPreTraining, pretraining_loss
 from pipeline.model_config import BertConfig
 from pipeline.names import IGNORE_INDEX
@@ -157,6 +158,7 @@ class PretrainingModule(L.LightningModule):
                 self.log(k, v)
         if self.along is not None and (blimp := self.along(self.model)) is not None:
             self.log("fixed/blimp", blimp)
+        release()  # the evaluations' batches of every length leave the heap fragmented (pipeline.memory)
 
     @torch.no_grad()
     def fixed_metrics(self) -> dict[str, float]:

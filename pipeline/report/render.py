@@ -593,13 +593,23 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
                 grid = "; ".join(f"{settings_text(g)}: {fmt(metric, g['dev'])}"
                                  for g in sorted(c["grid"], key=lambda g: (str(g.get("pooling")), g.get("lr", 0),
                                                                            g.get("ngrams", 0), g.get("c", 0))))
-                rows.append([run, mode_label(mode), grid, settings_text(c["chosen"]), fmt(metric, c["test"])])
+                rows.append([run, mode_label(mode), grid, settings_text(c["chosen"]) + edge_text(c),
+                             fmt(metric, c["test"])])
         doc.table(["run", "mode", f"dev {metric} of each candidate", "chosen", f"test {metric} (mean of {c['n']})"],
                   rows, caption=f"{entry['task_name']}: the choice of each arm's settings on dev")
         if BASELINE in entry["runs"] and any(c["grid"] and "lr" in c["grid"][0]
                                              for c in entry["runs"][BASELINE].values()):
             doc.figure(f"choices_{entry['task_name']}.png", choices_figure(entry, BASELINE),
                        f"{entry['task_name']}: dev score against the learning rate, each mode of the baseline")
+
+
+def edge_text(choice: dict) -> str:
+    """A warning where the chosen learning rate is the grid's lowest or highest: the best may lie beyond it."""
+    lrs = sorted({g["lr"] for g in choice["grid"] if "lr" in g})
+    lr = choice["chosen"].get("lr")
+    if lr is None or len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
+        return ""
+    return f" (the grid's {'lowest' if lr == lrs[0] else 'highest'} rate)"
 
 
 def control_section(doc: Doc, res: AblationResults) -> None:

@@ -97,8 +97,9 @@ def run_modes(lab: Lab, runner: Runner, modes, inherited: dict | None, chooser: 
             choice, winner = choose(runner, mode, seeds[0], opener, chooser)
         else:
             choice, winner = inherited_choice(inherited, mode, chooser, lab), None
-        runs = [{**r, "pretrain_seed": lab.run.pretrain_seed} for r in run_mode(runner, mode, seeds, choice, opener,
-                                                                                 winner)]
+        runs = run_mode(runner, mode, seeds, choice, opener, winner)
+        del winner  # the winning network: scored, no longer needed
+        runs = [{**r, "pretrain_seed": lab.run.pretrain_seed} for r in runs]
         results[mode] = {**summarize(runs, runner.task.metrics), "selection": choice.as_json(),
                          "seconds": round(time.perf_counter() - started, 1)}
         log.info("%s at %s: test %s", mode, choice.settings, ", ".join(
