@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
+from pipeline.memory import limit_kernel_cache
 from pipeline.settings import Lab, RuntimeSettings
 from pipeline.variants import apply_variant, sweep_outputs
 
@@ -54,6 +55,7 @@ def quiet_lightning() -> None:
 
 
 def apply_runtime(runtime: RuntimeSettings | None) -> None:
+    limit_kernel_cache()  # before the first kernel: what a stage trains never changes, its memory does
     if runtime is not None and runtime.num_threads:
         import torch  # only stages that train pay for importing torch
 
