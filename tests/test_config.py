@@ -125,7 +125,7 @@ def test_the_paper_s_fine_tuning_grid_is_a_hydra_sweep_choosing_its_learning_rat
     grid = cfg.hydra.sweeper.params
     assert grid["finetune.batch_size"] == "16,32" and grid["finetune.epochs"] == "2,3,4"
     assert list(cfg.finetune.lrs) == [5e-5, 3e-5, 2e-5]
-    validate(cfg)
+    validate(compose(["experiment=finetune_grid"]))
 
 
 @pytest.mark.parametrize("overrides, message", [

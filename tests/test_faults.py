@@ -33,8 +33,8 @@ def _paths(root: Path) -> list[str]:
 
 
 def _args(stage: str, root: Path, *extra: str) -> list[str]:
-    # No ablation variants and one pretraining run: the report covers the baseline's own families.
-    return [sys.executable, "-m", f"stages.{stage}", "experiment=tiny", "runtime.progress=false", "grid=baseline",
+    # No ablation variants, one pretraining run, one task: the report covers the baseline's own families.
+    return [sys.executable, "-m", f"stages.{stage}", "experiment=tiny", "~suite", "runtime.progress=false", "grid=baseline",
             "grid.seeds.baseline=1", "trainer.max_steps=40", "trainer.checkpoint_every_n_steps=5", "trainer.val_check_interval=20",
             *_paths(root), *extra]
 

@@ -192,7 +192,8 @@ def test_frozen_features_draw_nothing_from_the_seeded_generator(tmp_path):
 
     export = tiny_export(tmp_path) / "hf"
     examples = [Example(f"in the beginning {i}", None, i % 2) for i in range(12)]
-    runner = SentenceRunner(recipe(), TaskData("t", ["a", "b"], examples, examples), load_tokenizer(export), open_export(export))
+    task = TaskData("t", ["a", "b"], examples, examples, test=examples[:4])
+    runner = SentenceRunner(recipe(), task, load_tokenizer(export), open_export(export))
     torch.manual_seed(7)
     before = torch.get_rng_state()
     runner.states()

@@ -83,7 +83,8 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
-    assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["dev_examples"] == 64
+    assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["scored_on"] == "test"
+    assert result["dev_examples"] + result["test_examples"] == 64 and result["dev_examples"] == 32  # by example
 
     assert set(result["modes"]) == set(MODES) and result["metrics"] == ["f1", "accuracy"]
     for mode, r in result["modes"].items():
@@ -106,7 +107,7 @@ def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert not (tmp_path / "metrics" / "finetune.json").exists()
     result = json.loads((tmp_path / "metrics" / "tasks" / "sst2" / "finetune.json").read_text())
-    assert result["task"] == "SST-2" and result["train_examples"] == 64 and result["dev_examples"] == 32
+    assert result["task"] == "SST-2" and result["train_examples"] == 64 and result["dev_examples"] == 16
     assert list(result["modes"]) == ["pretrained", "tfidf"]
 
 

@@ -74,8 +74,9 @@ class Recipe:
                 "betas": list(self.betas), "eps": self.eps, "schedule": "linear", "decay_ratio": 1.0}
 
     def trainer(self, logger, epochs: int) -> L.Trainer:
+        """A Trainer for ``epochs`` logging to ``logger`` (None: nowhere, not Lightning's default folder)."""
         return L.Trainer(max_epochs=epochs, accelerator=self.accelerator, devices=1, precision=self.precision,
-                         logger=logger, deterministic=True, enable_checkpointing=False, enable_model_summary=False,
+                         logger=logger if logger is not None else False, deterministic=True, enable_checkpointing=False, enable_model_summary=False,
                          num_sanity_val_steps=0, enable_progress_bar=self.progress, log_every_n_steps=50,
                          gradient_clip_val=self.gradient_clip_val, default_root_dir=None,
                          callbacks=[TQDMProgressBar(refresh_rate=10)] if self.progress else None)
