@@ -191,8 +191,14 @@ def test_from_scratch_starts_from_bert_s_own_initialisation(tmp_path):
     assert (table[:, :4] != 0).all() and 0.01 < float(table.std()) < 0.03
 
 
-def test_length_grouped_batches_can_keep_every_example():
+def test_length_grouped_batches_keep_every_example_and_reshuffle_every_epoch():
+    """Lightning sets the epoch of a loader's sampler, not of its batch sampler: each pass is the next epoch by
+    itself, and setting the epoch again replays it."""
     lengths = np.random.default_rng(0).integers(3, 60, size=70)
-    batches = list(LengthGroupedBatches(lengths, 8, seed=0, drop_last=False))
-    assert sorted(i for b in batches for i in b) == list(range(70)) and len(batches) == 9
+    sampler = LengthGroupedBatches(lengths, 8, seed=0, drop_last=False)
+    first, second = list(sampler), list(sampler)
+    assert sorted(i for b in first for i in b) == list(range(70)) and len(first) == 9
+    assert first != second and sorted(i for b in second for i in b) == list(range(70))
+    sampler.set_epoch(0)
+    assert list(sampler) == first
     assert len(list(LengthGroupedBatches(lengths, 8, seed=0))) == 8

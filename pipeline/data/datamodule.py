@@ -67,7 +67,10 @@ class LengthGroupedBatches(torch.utils.data.Sampler):
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        # Each pass is the next epoch: Lightning calls ``set_epoch`` on a loader's sampler, not on its batch
+        # sampler, so without this every epoch would repeat the first one's batches.
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         share = torch.randperm(len(self.lengths), generator=g).numpy()[self.rank::self.world]
         if self.drop_last:
             share = share[: len(self) * self.batch_size]

@@ -41,8 +41,8 @@ from pipeline.finetune.tokens import TokenRunner
 from pipeline.finetune.training import Grid, Recipe, Runner, summarize
 from pipeline.io import read_json, write_json
 from pipeline.settings import Lab
-from pipeline.variants import BASELINE
 from pipeline.tracking import PARENT, check_tracking, known_run, mlflow_logger, run_tags
+from pipeline.variants import BASELINE
 
 log = logging.getLogger(__name__)
 RUNNERS: dict[str, type[Runner]] = {r.kind: r for r in (SentenceRunner, TokenRunner, SpanRunner)}
