@@ -189,3 +189,28 @@ def test_a_repeated_fine_tuning_seed_is_refused_at_the_stage_s_start(tmp_path, c
         "error: finetune: finetune.seeds=[0, 1, 0] is not allowed: 0 is listed 2 times; expected distinct seeds "
         "(each is one run; a repeat would count the same run twice)"]
     assert not (tmp_path / "metrics").exists()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("finetune.lrs=[1e-3,-1e-3]", "finetune.lrs=[0.001, -0.001] is not allowed: expected a non-empty list of positive "
+                                  "numbers"),
+    ("finetune.feature_lrs=[1e-3,1e-3]", "finetune.feature_lrs=[0.001, 0.001] is not allowed: 0.001 is listed 2 "
+                                         "times"),
+    ("finetune.poolings=[mean,cls]", "finetune.poolings=['mean', 'cls'] is not allowed: expected a non-empty list "
+                                     "of: token, mean"),
+    ("finetune.test_fraction=0.001", "finetune.test_fraction=0.001 leaves the test split of task bible_sections "
+                                     "empty"),
+])
+def test_a_bad_choice_grid_or_split_is_refused_before_any_training(tmp_path, capsys, override, message):
+    """The protocol's settings: each refused in one line naming the key, before any training (the split: once the
+    task's held-out chapters are known, before the export is read)."""
+    from pipeline.config import compose
+    from pipeline.stages.finetune import run
+    from pipeline.stage import run_stage as stage
+
+    with pytest.raises(SystemExit) as e:
+        stage("finetune", run, compose(["~suite", override, *_finetune_start(tmp_path)]))
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: finetune: {message}"), err
+    assert not (tmp_path / "metrics").exists()

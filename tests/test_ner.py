@@ -142,7 +142,7 @@ def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
     r = run_stage_here("finetune", "task=conll2003", f"task.data.train={tmp_path / 'train.txt'}",
                        f"task.data.dev={tmp_path / 'dev.txt'}", "finetune.epochs=3", "finetune.seeds=[0]",
                   f"finetune.modes=[{','.join(MODES)}]",
-                  "finetune.lrs=[3e-3]", "runtime.progress=false", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                  "finetune.lrs=[3e-3]", "finetune.feature_lrs=[3e-3]", "runtime.progress=false", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
                   f"paths.pretrain={tmp_path / 'pretrain'}", f"paths.metrics={tmp_path / 'metrics'}")
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())

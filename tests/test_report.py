@@ -455,7 +455,7 @@ def test_the_demo_suite_reads_each_claim_on_both_tasks_beside_each_arm_s_choice_
     assert ("| word_order | 50.0 | fine-tuned 60.0 → 50.0 (−10.0); from scratch 40.0 → 50.0 (+10.0); TF-IDF 52.0 → "
             "50.0 (−2.0) | yes (TF-IDF: −2.0) |") in md
     assert ("| baseline | fine-tuned | lr 3e-4, mean: 55.0; lr 1e-3, mean: 60.0 | lr 1e-3, mean (the grid's highest "
-            "rate) | 60.0 |") in md
+            "rate) | 60.0 (3 seeds) |") in md
     assert "mixed: word_order shown; bible_sections opposite" in md
 
 

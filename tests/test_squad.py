@@ -316,7 +316,7 @@ def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     r = run_stage_here("finetune", "task=squad", f"task.data.train={f}", "task.data.dev=null",
                   "task.data.split_fraction=0.3",
                   "task.max_seq_length=64", "task.data.doc_stride=16", "finetune.epochs=1", "finetune.seeds=[0]",
-                  "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
+                  "finetune.modes=[pretrained,tfidf]", "finetune.lrs=[1e-3]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.pretrain={tmp_path / 'pretrain'}",
                   f"paths.metrics={tmp_path / 'metrics'}")
     assert r.returncode == 0, r.stderr[-3000:]

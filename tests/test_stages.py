@@ -79,7 +79,8 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     tiny_export(tmp_path)
     r = run_stage_here("finetune", "task=mrpc", f"task.data.data_dir={glue_dir}", "task.data.train_size=64",
                   "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
-                  f"finetune.modes=[{','.join(MODES)}]",
+                  f"finetune.modes=[{','.join(MODES)}]", "finetune.lrs=[1e-3,3e-3]", "finetune.feature_lrs=[1e-3]",
+                  "finetune.tfidf.c=[1.0]",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
@@ -90,6 +91,10 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     for mode, r in result["modes"].items():
         assert 0 <= r["accuracy_mean"] <= 1 and 0 <= r["f1_mean"] <= 1 and r["n"] == (1 if mode == "tfidf" else 2)
     assert len(result["modes"]["frozen_weighted"]["runs"][0]["layer_weights"]) == 2  # embeddings + 1 layer
+    # each mode chose on dev: 2 rates x 2 poolings fine-tuned, 2 poolings on frozen features, TF-IDF's 2 n-grams
+    grids = {mode: len(r["selection"]["grid"]) for mode, r in result["modes"].items()}
+    assert grids == {**dict.fromkeys(MODES, 2), "pretrained": 4, "scratch": 4}
+    assert all(r["selection"]["by"] == "baseline" for r in result["modes"].values())
     from mlflow.tracking import MlflowClient
 
     experiment = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_experiment_by_name("bert-lab")
@@ -102,6 +107,7 @@ def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
     tiny_export(tmp_path)
     r = run_stage_here("finetune", "suite=table6", "suite_task=sst2", f"suite.glue_dir={glue_dir}",
                   "suite.tasks.sst2.data.train_size=64", "suite.tasks.sst2.data.dev_size=32", "finetune.epochs=1",
+                  "finetune.lrs=[1e-3]",
                   "finetune.seeds=[0]", "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]

@@ -582,9 +582,10 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
              "each pooling -- token: [CLS] through the pooler, a left-to-right model's last token; mean: the mean "
              "over the text's tokens; heads on frozen features likewise; TF-IDF: its regularisation and n-gram "
              "range), with the first fine-tuning seed; the best on dev is kept, and every seed at it is scored on "
-             "the test split, which no choice saw. The baseline's first pretraining run chooses for the baseline and "
-             "for every variant of the same network and objective; a variant of another network or objective "
-             "chooses its own on its first run. From scratch starts from BERT's own initialisation.", cls="note")
+             "the test split, which no choice saw. Each run listed chose its own; every other run of the grid takes "
+             "the choice of its chooser (params.yaml's runs.<name>.chooser: its variant's first run, or the "
+             "baseline's first for a variant of the same network and objective). From scratch starts from the "
+             "architecture's own initialisation.", cls="note")
     for entry in res.choices:
         metric = entry["metric"]
         rows = []
@@ -594,8 +595,8 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
                                  for g in sorted(c["grid"], key=lambda g: (str(g.get("pooling")), g.get("lr", 0),
                                                                            g.get("ngrams", 0), g.get("c", 0))))
                 rows.append([run, mode_label(mode), grid, settings_text(c["chosen"]) + edge_text(c),
-                             fmt(metric, c["test"])])
-        doc.table(["run", "mode", f"dev {metric} of each candidate", "chosen", f"test {metric} (mean of {c['n']})"],
+                             f"{fmt(metric, c['test'])} ({c['n']} {'run' if c['n'] == 1 else 'seeds'})"])
+        doc.table(["run", "mode", f"dev {metric} of each candidate", "chosen", f"test {metric} at it"],
                   rows, caption=f"{entry['task_name']}: the choice of each arm's settings on dev")
         if BASELINE in entry["runs"] and any(c["grid"] and "lr" in c["grid"][0]
                                              for c in entry["runs"][BASELINE].values()):
