@@ -168,8 +168,8 @@ def test_a_suite_gives_each_run_one_finetune_stage_per_task(suite):
     tasks = list(cfg.suite.tasks)
     assert list(cfg.finetunes) == [f"{run}-{t}" for run in cfg.runs for t in tasks]
     families = load_families(list(cfg.grid.families))
-    columns = {c.paper for c in cfg.suite.columns}
-    # the paper's column each suite column sits beside exists in some family the suite is meant for
+    columns = {c.paper for c in cfg.suite.columns if c.get("paper")}
+    # the paper's column a suite column sits beside (where it names one) exists in some family
     assert columns <= {c for f in load_families(TABLES).values() for b in f.get("paper") or [] for c in b["columns"]}
     assert families
     for key, ft in cfg.finetunes.items():
@@ -192,6 +192,14 @@ def test_without_a_suite_each_run_has_one_finetune_stage_where_it_always_was():
     for name, ft in cfg.finetunes.items():
         assert ft.out == f"{cfg.runs[name].metrics}/finetune.json" and ft.task is None and ft.task_key == "task"
         assert ft.args == f"variant={ft.variant} pretrain_seed={ft.pretrain_seed}"
+
+
+def test_no_suite_beside_an_experiment_that_sizes_the_default_suite_s_tasks():
+    """experiment=tiny sizes the demo suite's tasks; with ~suite those settings are all that is left of a suite,
+    and the lab reads none: each run fine-tunes on `task` alone."""
+    cfg = compose(["experiment=tiny", "~suite"])
+    assert "name" not in cfg.suite and validate(cfg).suite is None
+    assert list(cfg.finetunes) == list(cfg.runs)
 
 
 def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_them():
