@@ -683,21 +683,12 @@ class Lab:
         return f"{self.run.variant or 'baseline'}{f'-s{k}' if k else ''}"
 
 
-def chosen_suite(cfg: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """``cfg``'s suite, or None where none is chosen: null, absent, or (``~suite`` beside an experiment that sizes
-    the default suite's tasks, as experiment=tiny does) a nameless node holding nothing but task settings."""
-    node = cfg.get("suite")
-    if node is None or ("name" not in node and set(node) <= {"tasks"}):
-        return None
-    return node
-
-
 def read_groups(cfg: Mapping[str, Any], resolved: dict | None = None) -> Lab:
     """The settings of every group ``cfg`` has (a null suite is none), each checked on its own; the grid's runs;
     ``resolved``: what the tracker records (``Lab.resolved``)."""
     out = {}
     for name, cls in GROUPS.items():
-        node = cfg if name == "run" else chosen_suite(cfg) if name == "suite" else cfg.get(name)
+        node = cfg if name == "run" else cfg.get(name)
         if node is not None and (name != "run" or "seed" in cfg):
             out[name] = cls.read(node)
     runs = cfg.get("runs")

@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from pipeline.conf import CONF_DIR, conf_hash
 from pipeline.errors import ConfigError
 from pipeline.names import SEED_FREE
-from pipeline.settings import GridSettings, chosen_suite
+from pipeline.settings import GridSettings
 
 BASELINE = "baseline"
 # What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
@@ -139,7 +139,7 @@ def grid_runs(cfg: DictConfig) -> dict[str, dict]:
 def suite_modes(cfg: DictConfig, task: str, modes: list[str]) -> list[str]:
     """The modes a run fine-tunes suite task ``task`` in: the suite's list for it (``suite.modes.<task>``) where
     it has one, else the run's own; modes without pretraining behind them only where the run has them too."""
-    chosen = (chosen_suite(cfg) or {}).get("modes", {}).get(task)
+    chosen = (cfg.get("suite") or {}).get("modes", {}).get(task)
     if chosen is None:
         return list(modes)
     return [m for m in chosen if m not in SEED_FREE or m in modes]
@@ -149,7 +149,7 @@ def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
     """Every finetune stage of the grid: one per run without a suite (keyed by the run's name, writing
     ``<run metrics>/finetune.json``), one per (run, task of the suite) with one (``<run>-<task>``, writing
     ``<run metrics>/tasks/<task>/``, its metrics and any predictions)."""
-    suite = chosen_suite(cfg)
+    suite = cfg.get("suite")
     runs = grid_runs(cfg)
     out = {}
     for name, run in runs.items():
@@ -285,7 +285,7 @@ def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
 
 def apply_suite_task(cfg: DictConfig, task: str) -> DictConfig:
     """``cfg`` fine-tuning on task ``task`` of ``cfg.suite`` (in its modes), writing under ``<metrics>/tasks/<task>``."""
-    suite = chosen_suite(cfg)
+    suite = cfg.get("suite")
     if not suite:
         raise ConfigError(f"suite_task={task}: no suite is chosen: expected suite=<name> too (conf/suite: "
                           f"{', '.join(sorted(p.stem for p in (CONF_DIR / 'suite').glob('*.yaml')))})")

@@ -194,12 +194,14 @@ def test_without_a_suite_each_run_has_one_finetune_stage_where_it_always_was():
         assert ft.args == f"variant={ft.variant} pretrain_seed={ft.pretrain_seed}"
 
 
-def test_no_suite_beside_an_experiment_that_sizes_the_default_suite_s_tasks():
-    """experiment=tiny sizes the demo suite's tasks; with ~suite those settings are all that is left of a suite,
-    and the lab reads none: each run fine-tunes on `task` alone."""
+def test_experiment_tiny_shrinks_the_demo_suite_and_leaves_any_other_choice_alone():
+    """experiment=tiny picks suite=demo_tiny (the demo's tasks at 200 examples); a suite named on the command line,
+    or ~suite, wins over it and keeps nothing of the demo's tasks."""
+    sizes = {k: (t.data.train_size, t.data.dev_size) for k, t in compose(["experiment=tiny"]).suite.tasks.items()}
+    assert sizes == {"word_order": (200, 200), "bible_sections": (200, 200)}
     cfg = compose(["experiment=tiny", "~suite"])
-    assert "name" not in cfg.suite and validate(cfg).suite is None
-    assert list(cfg.finetunes) == list(cfg.runs)
+    assert "suite" not in cfg and validate(cfg).suite is None and list(cfg.finetunes) == list(cfg.runs)
+    assert list(compose(["experiment=tiny", "suite=table5_offline"]).suite.tasks) == ["mrpc", "sst2", "squad"]
 
 
 def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_them():
