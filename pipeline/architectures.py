@@ -49,6 +49,7 @@ class FolderFormat(Protocol):
     """How an architecture's export is written and read (``arch`` is the architecture it belongs to)."""
 
     def model_type(self, arch: Architecture) -> str: ...
+    def model_types(self, arch: Architecture) -> tuple[str, ...]: ...
 
     def save(self, arch: Architecture, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path: ...
 
@@ -82,6 +83,11 @@ class Architecture:
     def model_type(self) -> str:
         """config.json's ``model_type`` in its export."""
         return self.folder.model_type(self)
+
+    @property
+    def model_types(self) -> tuple[str, ...]:
+        """Every ``model_type`` its export folders may carry (BERT's pre-LayerNorm one is RoBERTa-PreLayerNorm's)."""
+        return self.folder.model_types(self)
 
     def save(self, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path:
         """The export: ``network`` (torch.compile's wrapper undone) and the tokenizer files, written atomically."""
@@ -130,10 +136,10 @@ def architecture(name: str) -> Architecture:
 def architecture_of(folder: str | os.PathLike) -> Architecture:
     """The architecture of an export folder (or any Hugging Face BERT folder), by its config.json's ``model_type``."""
     kind = model_type(folder)
-    found = next((a for a in ARCHITECTURES.values() if a.model_type == kind), None)
+    found = next((a for a in ARCHITECTURES.values() if kind in a.model_types), None)
     if found is None:
         raise DataError(f"{Path(folder) / 'config.json'}: model_type={kind!r}: expected one of "
-                        f"{', '.join(a.model_type for a in ARCHITECTURES.values())}")
+                        f"{', '.join(t for a in ARCHITECTURES.values() for t in a.model_types)}")
     return found
 
 

@@ -35,7 +35,7 @@ def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path 
     memory = device_memory(settings)
     check_memory(settings, "the baseline", memory)
     for variant in cfg.grid.pretrain if "grid" in cfg else ():
-        check_memory(validate(apply_variant(OmegaConf.merge(cfg, {"variant": variant}), "pretrain")),
+        check_memory(validate(apply_variant(OmegaConf.merge(cfg, {"variant": variant}), "pretrain", swept=False)),
                      f"variant {variant}", memory)
 
 

@@ -22,6 +22,7 @@ from pipeline.values import is_number
 # "gelu" is the exact erf GELU of the original BERT; "gelu_new" the tanh approximation of GPT.
 HIDDEN_ACTS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh")
 ATTENTION_INITS = ("normal", "local")  # BertConfig.attention_init
+LAYER_NORMS = ("post", "pre")  # BertConfig.layer_norm: BERT's post-LayerNorm blocks, or pre-LayerNorm ones
 LOCAL_FREQUENCIES = 16  # the local initialisation's position code: sine/cosine pairs (2 x 16 dimensions)
 
 
@@ -83,6 +84,8 @@ class BertConfig(ModelConfig):
     causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
     attention_init: str = "normal"  # fresh weights: "normal" (BERT's) or "local" (first-layer heads read their
                                     # neighbours from the start: pipeline.model.bert.local_attention_init)
+    layer_norm: str = "post"  # where each block normalises: "post" (BERT's: after each residual sum) or "pre"
+                              # (before each sub-layer, one more LayerNorm after the stack: RoBERTa-PreLayerNorm's)
 
     architecture: ClassVar[str] = "bert"
     objectives: ClassVar[dict[str, str]] = {"masked": "mlm", "left_to_right": "ltr"}
@@ -114,6 +117,8 @@ class BertConfig(ModelConfig):
                 refuse(key, "a positive number")
         if self.hidden_act not in HIDDEN_ACTS:
             refuse("hidden_act", f"one of {', '.join(HIDDEN_ACTS)}")
+        if self.layer_norm not in LAYER_NORMS:
+            refuse("layer_norm", f"one of {', '.join(LAYER_NORMS)}")
         if self.attention_init not in ATTENTION_INITS:
             refuse("attention_init", f"one of {', '.join(ATTENTION_INITS)}")
         if self.attention_init == "local" and self.head_size < 2 * LOCAL_FREQUENCIES:

@@ -40,9 +40,10 @@ def setting(*kinds: Kind, optional: bool = False) -> Any:
     return field(metadata={"kinds": kinds})
 
 
-def group(cls: type[Settings], each: bool = False) -> Any:
-    """A field holding a nested group of settings (``each``: a mapping or list of them)."""
-    return field(metadata={"each" if each else "group": cls})
+def group(cls: type[Settings], each: bool = False, nullable: bool = False) -> Any:
+    """A field holding a nested group of settings (``each``: a mapping or list of them); ``nullable``: or null
+    (None)."""
+    return field(metadata={"each" if each else "group": cls, "nullable": nullable})
 
 
 def _join(key: str, name: str) -> str:
@@ -106,6 +107,8 @@ class Settings:
 
 
 def _nested(f, value: Any, key: str) -> Any:
+    if value is None and f.metadata.get("nullable"):
+        return None
     if "group" in f.metadata:
         return f.metadata["group"].read(value, key)
     if "each" in f.metadata:
@@ -477,6 +480,22 @@ class GridFinetune(Settings):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SweepSettings(Settings):
+    """The learning-rate sweep of a grid (``pipeline.sweep``): each row of ``rows`` piloted at every peak rate of
+    ``lrs`` for ``fraction`` of the budget, and pretrained in full at the rate whose pilot scored best."""
+    KEY = "grid.sweep"
+    rows: tuple[str, ...] = setting(list_of(TEXT, "a non-empty list of row names (baseline, or the grid's variants)"),
+                                    distinct("row names (each row is piloted once per rate)"))
+    lrs: tuple[float, ...] = setting(*grid_of("peak learning rates: each is one pilot per row"))
+    fraction: float = setting(number(0, 1, low_open=True, expected="a share of trainer.max_steps in (0, 1]"))
+
+    def check(self, key: str) -> None:
+        if len(self.lrs) < 2:
+            raise ConfigError(f"{key}.lrs={list(self.lrs)} is not allowed: expected at least 2 rates (one rate "
+                              "chooses nothing)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class GridSettings(Settings):
     KEY = "grid"
     name: str = setting(TEXT)
@@ -486,9 +505,16 @@ class GridSettings(Settings):
                                         distinct("variant names (each is one row of pretraining runs)"))
     seeds: GridSeeds = group(GridSeeds)
     finetune: GridFinetune = group(GridFinetune)
+    sweep: SweepSettings | None = group(SweepSettings, nullable=True)  # null: every row at optim.lr
 
     def check(self, key: str) -> None:
         check_families(list(self.families))  # the report's tables (pipeline/report/families)
+        if self.sweep is not None:
+            known = ("baseline", *self.pretrain)
+            for row in self.sweep.rows:
+                if row not in known:
+                    raise ConfigError(f"{key}.sweep.rows: {row!r} is not a row of this grid: expected baseline or "
+                                      f"one of {key}.pretrain ({', '.join(self.pretrain) or 'none'})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -578,6 +604,7 @@ class RunSettings(Settings):
     seed: int = setting(NON_NEGATIVE_INT)
     pretrain_seed: int = setting(NON_NEGATIVE_INT)
     variant: str | None = setting(TEXT.or_null(" (the baseline)"))
+    pilot_lr: float | None = setting(POSITIVE.or_null(" (a full run, not a pilot of the learning-rate sweep)"))
     suite_task: str | None = setting(TEXT.or_null(" (no suite task)"))
 
     @property
@@ -623,6 +650,7 @@ class GridRun(Settings):
     set: tuple[str, ...] = setting(WORDS.saying("a list of overrides"))
     modes: tuple[str, ...] = setting(WORDS.saying("a list of fine-tuning modes"))
     chooser: str = setting(TEXT)   # the run whose fine-tuning chose this run's settings on dev (itself, or another)
+    rate_from: str = setting(TEXT)  # its row's pilots (pipeline.sweep), or, not swept, its examples again
     pairs: str = setting(TEXT)
     pretrain: str = setting(TEXT)
     metrics: str = setting(TEXT)

@@ -39,6 +39,7 @@ from pipeline.conf import CONF_DIR, conf_hash
 from pipeline.errors import ConfigError
 from pipeline.names import SEED_FREE
 from pipeline.settings import GridSettings
+from pipeline.sweep import chosen_rate, pilot_folder, pilot_name, pilot_overrides, sweep_folder
 
 BASELINE = "baseline"
 # What each stage writes, by paths.* key: the keys a variant or a sweep job moves.
@@ -129,11 +130,27 @@ def grid_runs(cfg: DictConfig) -> dict[str, dict]:
     for variant in [BASELINE, *grid.pretrain]:
         overrides = [] if variant == BASELINE else find_variant(cfg, variant)
         chooser = run_name(variant if chooses_own(grid, variant, overrides) else BASELINE, 0)
+        sweep = sweep_folder(str(cfg.paths.metrics), variant) if grid.sweep and variant in grid.sweep.rows else None
         for k in range(seeds_of(grid, variant)):
+            at = run_paths(variant, k, overrides, cfg.paths)
+            # What its learning rate comes from, a DVC dependency: its row's pilots, or (a row not swept) its
+            # examples again (a dependency it already has)
             runs[run_name(variant, k)] = {"variant": variant, "pretrain_seed": k, "set": overrides,
                                           "modes": run_modes(cfg, variant, k), "chooser": chooser,
-                                          **run_paths(variant, k, overrides, cfg.paths)}
+                                          "rate_from": sweep or at["pairs"], **at}
     return runs
+
+
+def grid_pilots(cfg: DictConfig) -> dict[str, dict]:
+    """Every pilot of the grid's learning-rate sweep (``pipeline.sweep``), ``{<row>-lr<rate>: {variant, lr, pairs,
+    out}}``: its row, its peak rate, the examples its row trains on and its folder; none without ``grid.sweep``."""
+    grid = GridSettings.read(cfg.grid)
+    if not grid.sweep:
+        return {}
+    runs = grid_runs(cfg)
+    return {pilot_name(row, lr): {"variant": row, "lr": float(lr), "pairs": runs[run_name(row, 0)]["pairs"],
+                                  "out": pilot_folder(str(cfg.paths.metrics), row, lr)}
+            for row in grid.sweep.rows for lr in grid.sweep.lrs}
 
 
 def suite_modes(cfg: DictConfig, task: str, modes: list[str]) -> list[str]:
@@ -204,13 +221,15 @@ def grid_folders(cfg: DictConfig) -> dict[str, str]:
 
 
 def register_resolvers() -> None:
-    """``${lab.runs:}``, ``${lab.finetunes:}``, ``${lab.examples:}``, ``${lab.zero_shot_runs:}``,
+    """``${lab.runs:}``, ``${lab.finetunes:}``, ``${lab.examples:}``, ``${lab.pilots:}``, ``${lab.zero_shot_runs:}``,
     ``${lab.grid_folders:}`` and ``${lab.conf_hash:}`` for conf/config.yaml (also found by DVC through
     hydra_plugins/)."""
     OmegaConf.register_new_resolver("lab.conf_hash", lambda: conf_hash(), replace=True)
     OmegaConf.register_new_resolver("lab.runs", lambda *, _root_: OmegaConf.create(grid_runs(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.finetunes", lambda *, _root_: OmegaConf.create(finetune_runs(_root_)),
+                                  replace=True)
+    OmegaConf.register_new_resolver("lab.pilots", lambda *, _root_: OmegaConf.create(grid_pilots(_root_)),
                                   replace=True)
     OmegaConf.register_new_resolver("lab.examples", lambda *, _root_: OmegaConf.create(grid_examples(_root_)),
                                   replace=True)
@@ -270,13 +289,14 @@ def _group_preset(conf_dir: Path, group: str, choice: str, name: str) -> DictCon
         raise ConfigError(f"variant {name}: {group}={choice} does not compose ({e})") from None
 
 
-def apply_variant(cfg: DictConfig, stage: str) -> DictConfig:
+def apply_variant(cfg: DictConfig, stage: str, swept: bool = True) -> DictConfig:
     """``cfg`` with its run's settings and output paths applied: ``variant``'s settings, the folders of
-    its ``pretrain_seed`` (unchanged for the baseline's first run), and with ``suite_task`` set (the finetune
-    stage of a suite) that task of the suite, its modes and its folder (``finetune_runs``)."""
+    its ``pretrain_seed`` (unchanged for the baseline's first run), a pilot's (``pilot_lr``) or a swept row's
+    learning rate (``pipeline.sweep``; ``swept=False``: as set, before any pilot has run), and with ``suite_task``
+    set (the finetune stage of a suite) that task of the suite, its modes and its folder (``finetune_runs``)."""
     task = cfg.get("suite_task")
     if task is None:
-        return _apply_run(cfg, stage)
+        return _apply_run(cfg, stage, swept)
     if stage != "finetune":
         raise ConfigError(f"suite_task={task}: only the finetune stage runs a suite's tasks; run the {stage} stage "
                           "without suite_task=")
@@ -300,8 +320,15 @@ def apply_suite_task(cfg: DictConfig, task: str) -> DictConfig:
     return out
 
 
-def _apply_run(cfg: DictConfig, stage: str) -> DictConfig:
+def _apply_run(cfg: DictConfig, stage: str, swept: bool = True) -> DictConfig:
     variant, k = cfg.get("variant") or BASELINE, cfg.get("pretrain_seed") or 0
+    if cfg.get("pilot_lr") is not None:
+        return _apply_pilot(cfg, stage, variant, k)
+    out = _run_settings(cfg, stage, variant, k)
+    return _swept_rate(out, variant, str(cfg.paths.metrics)) if stage == "pretrain" and swept else out
+
+
+def _run_settings(cfg: DictConfig, stage: str, variant: str, k: int) -> DictConfig:
     if variant == BASELINE and not k:
         return cfg
     overrides = [] if variant == BASELINE else find_variant(cfg, variant)
@@ -326,6 +353,33 @@ def _apply_run(cfg: DictConfig, stage: str) -> DictConfig:
         raise ConfigError(f"variant={variant}: the {stage} stage has no variants (only make_pairs, pretrain, "
                           "finetune and zero_shot do); run it without variant=")
     return OmegaConf.merge(with_overrides(cfg, variant, overrides), {"paths": paths})
+
+
+def _apply_pilot(cfg: DictConfig, stage: str, variant: str, k: int) -> DictConfig:
+    """A pilot of the learning-rate sweep (``pilot_lr``): the row's first run at that peak rate for the sweep's
+    share of the steps, writing its record and curves to its pilot folder (``pipeline.sweep``)."""
+    lr = float(cfg.pilot_lr)
+    if stage != "pretrain":
+        raise ConfigError(f"pilot_lr={lr:g}: only the pretrain stage runs a pilot of the learning-rate sweep; run the "
+                          f"{stage} stage without pilot_lr=")
+    if k:
+        raise ConfigError(f"pilot_lr={lr:g} with pretrain_seed={k}: a row is piloted on its first run only; run it "
+                          "without pretrain_seed=")
+    overrides = [] if variant == BASELINE else find_variant(cfg, variant)
+    out = str(pilot_folder(str(cfg.paths.metrics), variant, lr))
+    at = run_paths(variant, 0, overrides, cfg.paths)
+    return OmegaConf.merge(with_overrides(cfg, variant, overrides), pilot_overrides(cfg, lr),
+                           {"paths": {"pairs": at["pairs"], "metrics": out, "plots": out}})
+
+
+def _swept_rate(cfg: DictConfig, variant: str, metrics_root: str) -> DictConfig:
+    """A run of a swept row at the peak rate its pilots chose (``pipeline.sweep.chosen_rate``), over any rate its
+    variant sets; other rows as set."""
+    sweep = cfg.grid.get("sweep")
+    if not sweep or variant not in sweep.rows:
+        return cfg
+    lr, _ = chosen_rate(sweep_folder(metrics_root, variant), list(sweep.lrs), variant)
+    return OmegaConf.merge(cfg, {"optim": {"lr": lr}})
 
 
 def sweep_outputs(cfg: DictConfig, stage: str) -> DictConfig:

@@ -238,3 +238,69 @@ def test_question_answering_starts_from_a_pretraining_export(tmp_path):
     qa = load_hf(tmp_path / "export", BertForQuestionAnswering)
     torch.testing.assert_close(qa.bert.encoder.state_dict(), pre.bert.encoder.state_dict())
     assert qa.qa_outputs.weight.shape == (2, TINY["hidden_size"]) and qa.qa_outputs.bias.abs().sum() == 0
+
+
+# ------------------------------------------------------------------- the pre-LayerNorm stack
+
+
+def pre_ln_pair():
+    """Our pre-LayerNorm BERT with every weight random (LayerNorms and biases too, so a misplaced one shows)."""
+    torch.manual_seed(0)
+    ours = BertForPreTraining(BertConfig(**TINY, layer_norm="pre")).eval()
+    with torch.no_grad():
+        for p in ours.parameters():
+            p.normal_(0, 0.2).add_(1.0 if p.ndim == 1 else 0.0)
+    return ours
+
+
+def test_pre_layer_norm_export_is_transformers_roberta_prelayernorm(batch, tmp_path):
+    """The export loads as RobertaPreLayerNormForMaskedLM (positions offset by pad + 1) and gives our logits and
+    final hidden state at every real token."""
+    ours = pre_ln_pair()
+    ids, types, mask = batch
+    save_hf(ours, tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["model_type"] == "roberta-prelayernorm"
+    assert config["architectures"] == ["RobertaPreLayerNormForMaskedLM"]
+    assert config["max_position_embeddings"] == TINY["max_position_embeddings"] + TINY.get("pad_token_id", 0) + 1
+    hf = transformers.RobertaPreLayerNormForMaskedLM.from_pretrained(tmp_path / "export").eval()
+    with torch.no_grad():
+        mine = ours(ids, types, mask)
+        ref = hf(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+    real = mask.bool()
+    close(mine.mlm_logits[real], ref.logits[real])
+    close(mine.hidden[real], hf.roberta_prelayernorm(ids, attention_mask=mask, token_type_ids=types)
+          .last_hidden_state[real].detach())
+
+
+def test_pre_layer_norm_export_round_trips_its_weights(tmp_path):
+    """load_hf reads the RoBERTa-PreLayerNorm folder back into our model: every weight (NSP head and pooler
+    included) to 1e-6, and the folder's architecture is BERT's."""
+    from pipeline.architectures import architecture_of
+
+    ours = pre_ln_pair()
+    save_hf(ours, tmp_path / "export")
+    back = load_hf(tmp_path / "export")
+    assert back.config == ours.config and back.config.layer_norm == "pre"
+    mine, theirs = ours.state_dict(), back.state_dict()
+    assert set(mine) == set(theirs)
+    for key in mine:
+        torch.testing.assert_close(theirs[key], mine[key], atol=1e-6, rtol=0, msg=key)
+    assert architecture_of(tmp_path / "export").name == "bert"
+
+
+def test_post_layer_norm_export_is_unchanged_by_the_setting(tmp_path):
+    """BERT's own (post-LayerNorm) config.json carries no layer_norm key, and its state dict BERT's names only."""
+    ours = BertForPreTraining(BertConfig(**TINY))
+    assert not any(k.endswith(("attention.LayerNorm.weight", "intermediate.LayerNorm.weight")) for k in ours.state_dict())
+    assert "layer_norm" not in config_to_hf(ours.config)
+    assert config_from_hf(config_to_hf(ours.config)).layer_norm == "post"
+
+
+def test_pre_layer_norm_refuses_what_it_cannot_export():
+    from pipeline.errors import DataError
+
+    with pytest.raises(DataError, match="model.hidden_act='relu' with model.layer_norm=pre"):
+        config_to_hf(BertConfig(**TINY, layer_norm="pre", hidden_act="relu"))
+    with pytest.raises(Exception, match="model.layer_norm='middle' is not allowed: expected one of post, pre"):
+        BertConfig(**TINY, layer_norm="middle")

@@ -97,7 +97,7 @@ def test_a_folder_of_an_unknown_kind_is_named():
 
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "config.json").write_text(json.dumps({"model_type": "lab-gpt"}))
-        with pytest.raises(DataError, match="model_type='lab-gpt': expected one of bert, lab-word2vec, lab-elmo"):
+        with pytest.raises(DataError, match="model_type='lab-gpt': expected one of bert, roberta-prelayernorm, lab-word2vec, lab-elmo"):
             architecture_of(d)
 
 

@@ -284,7 +284,7 @@ def test_the_report_opens_with_the_claims_ledger_computed_from_its_own_tests(rep
     nsp = by_id["nsp"]  # nsp_off is not in grid=ci: the claim is not run, and says what runs it
     assert nsp.verdict == "not run" and nsp.run_by == "the default grid (nsp_off)" and nsp.test is None
     assert {c.id for c in res.ledger if c.verdict == "not run"} == {
-        "contextual_vs_static", "masking_procedure", "nsp", "depth", "mask_ratio", "grammar", "senses"}
+        "contextual_vs_static", "masking_procedure", "nsp", "depth", "depth_12_24", "mask_ratio", "grammar", "senses"}
     saved = json.loads((out / "summary.json").read_text())["ledger"]
     assert saved["pretraining_pays"]["verdict"] == "shown" and saved["pretraining_pays"]["diff"] == pays.test.diff
     assert saved["depth"] == {"verdict": "not run", "run_by": "grid=depth"}
@@ -839,7 +839,7 @@ ABLATIONS_KEYS = {
     "families[].floors[]": FLOOR,
     "families[].paper[]": "columns rows source",
     "families[].paper[].rows": "<paper-row>",
-    "families[].rows[]": "crossings fixed fixed_kinds kind label name paper paper_row pretrain primary ran scores vs "
+    "families[].rows[]": "against crossings fixed fixed_kinds key kind label name paper paper_row pretrain primary ran scores vs "
                          "vs_fixed vs_fixed_row vs_floors vs_row",
     "families[].rows[].crossings": "<floor>",
     "families[].rows[].crossings.<floor>": CROSSING,
@@ -899,7 +899,7 @@ ABLATIONS_KEYS = {
     "suite.columns[]": "comparable dev_examples label metric mode paper task task_name test_examples train_examples "
                        "unit",
     "suite.families[]": "classical name reference_row rows title",
-    "suite.families[].rows[]": "cells label name ran",
+    "suite.families[].rows[]": "cells key label name ran",
     "suite.families[].rows[].cells[]": "high low mean n_finetune n_pretrain paper ran vs vs_row",
     "suite.families[].rows[].cells[].vs": COMPARISON,
     "summary": "<run> control floors ledger",

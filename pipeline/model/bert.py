@@ -2,7 +2,13 @@
 
 Token, position and segment embeddings are summed and normalised; a stack of
 post-LayerNorm Transformer encoder blocks follows; a masked-LM head (tied to the
-token embeddings) and a next-sentence head sit on top.
+token embeddings) and a next-sentence head sit on top. With ``layer_norm="pre"``
+each block normalises the input of its two sub-layers instead and the stack ends
+in one more LayerNorm (Xiong et al., 2020): a deep stack then trains at a small
+model's learning rate. Its parameters are named as ``transformers``'
+``RobertaPreLayerNorm*`` name theirs (``attention.LayerNorm``,
+``intermediate.LayerNorm``, the model's ``LayerNorm``); ``pipeline.model.hf``
+exports it as such a folder.
 
 Parameter names are *identical* to ``transformers.BertForPreTraining`` /
 ``BertForSequenceClassification`` / ``BertForTokenClassification`` /
@@ -127,13 +133,27 @@ class BertSelfAttention(nn.Module):
         return y.transpose(1, 2).reshape(B, T, H)
 
 
+def _post_norm(config: BertConfig) -> nn.Module:
+    """The LayerNorm after a residual sum: BERT's; none in a pre-LayerNorm block."""
+    if config.layer_norm == "post":
+        return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+    return nn.Identity()
+
+
+def _pre_norm(config: BertConfig) -> nn.Module:
+    """The LayerNorm before a sub-layer: a pre-LayerNorm block's; none in BERT's."""
+    if config.layer_norm == "pre":
+        return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+    return nn.Identity()
+
+
 class BertSelfOutput(nn.Module):
-    """Project the heads back, dropout, then residual + LayerNorm (post-LN, as in BERT)."""
+    """Project the heads back, dropout, then residual + LayerNorm (post-LN, as in BERT; the sum alone pre-LN)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = _post_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -143,11 +163,12 @@ class BertSelfOutput(nn.Module):
 class BertAttention(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
+        self.LayerNorm = _pre_norm(config)
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
-        return self.output(self.self(x, mask, is_causal), x)
+        return self.output(self.self(self.LayerNorm(x), mask, is_causal), x)
 
 
 # ----------------------------------------------------------------------------- block
@@ -156,18 +177,19 @@ class BertAttention(nn.Module):
 class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
+        self.LayerNorm = _pre_norm(config)
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.act = ACTIVATIONS[config.hidden_act]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.dense(x))  # (B, T, intermediate_size)
+        return self.act(self.dense(self.LayerNorm(x)))  # (B, T, intermediate_size)
 
 
 class BertOutput(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = _post_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -319,6 +341,8 @@ class BertModel(nn.Module):
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
+        if config.layer_norm == "pre":  # the pre-LayerNorm stack's last block ends in a residual sum: normalised here
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(lambda m: init_weights(m, config.initializer_range))
         if config.attention_init == "local":
@@ -334,6 +358,8 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         mask, is_causal = sdpa_mask(attention_mask, input_ids.shape[1], self.config.causal)
         x, states = self.encoder(x, mask, is_causal, output_hidden_states)
+        if self.config.layer_norm == "pre":
+            x = self.LayerNorm(x)  # (the hidden states stay each block's own output, as in transformers)
         pooled = self.pooler(x, attention_mask) if self.pooler is not None else None
         return EncoderOutput(x, pooled, states)
 

@@ -102,6 +102,9 @@ class LabFolder:
     def model_type(self, arch) -> str:
         return lab_model_type(arch.name)
 
+    def model_types(self, arch) -> tuple[str, ...]:
+        return (self.model_type(arch),)
+
     def save(self, arch, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path:
         return save_model(network, out_dir, tokenizer_dir, vectors=self.vectors)
 

@@ -6,6 +6,13 @@ and :func:`load_hf` reads folders written by ``save_pretrained``, including old 
 (``pytorch_model.bin``, ``LayerNorm.gamma``/``beta``, bare ``BertModel`` checkpoints
 without the ``bert.`` prefix). ``BertFolder`` is the format as the architecture
 registry (``pipeline.architectures``) uses it.
+
+A pre-LayerNorm BERT (``layer_norm="pre"``) has no BERT class in ``transformers``: its folder is a
+RoBERTa-PreLayerNorm one (``model_type`` ``roberta-prelayernorm``), which
+``transformers.RobertaPreLayerNormForMaskedLM.from_pretrained`` loads unchanged. RoBERTa counts positions
+from ``pad_token_id + 1``, so its position table has that many rows in front of ours (zeros) and
+``max_position_embeddings`` says so; its masked-LM head is ``lm_head``; the pooler and the NSP head travel
+under their own names (the masked-LM class leaves them unread, :func:`load_hf` reads them back).
 """
 from __future__ import annotations
 
@@ -40,6 +47,14 @@ SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "
 
 _HF_DEFAULT_VOCAB_SIZE = 30522  # transformers.BertConfig's default, for config.json files that omit it
 MODEL_TYPE = "bert"  # config.json's model_type, as transformers names BERT
+PRE_LN_MODEL_TYPE = "roberta-prelayernorm"  # a pre-LayerNorm BERT's: transformers' RoBERTa-PreLayerNorm
+PRE_LN_PREFIX = "roberta_prelayernorm."
+# Our pre-LayerNorm classes and the transformers classes their folders load as.
+PRE_LN_CLASSES = {"BertForPreTraining": "RobertaPreLayerNormForMaskedLM", "BertModel": "RobertaPreLayerNormModel"}
+# The masked-LM head's names, ours -> RoBERTa's (its decoder is tied, as ours).
+_PRE_LN_HEAD = {"cls.predictions.transform.dense.": "lm_head.dense.",
+                "cls.predictions.transform.LayerNorm.": "lm_head.layer_norm.", "cls.predictions.bias": "lm_head.bias"}
+_POSITIONS = "embeddings.position_embeddings.weight"
 
 # BERT's own task models by the kind of task (``TaskData.kind``): Hugging Face's classes and parameter names.
 TASK_MODELS = {"sentence": BertForSequenceClassification, "ner": BertForTokenClassification,
@@ -53,6 +68,8 @@ def config_to_hf(config: BertConfig) -> dict[str, Any]:
     """Our config as the fields of ``transformers.BertConfig`` (its config.json)."""
     d = asdict(config)
     causal = d.pop("causal")
+    if d.pop("layer_norm") == "pre":
+        return _pre_ln_config(d, causal)
     d.update(
         model_type=MODEL_TYPE,
         # HF's BertModel attends causally exactly when is_decoder is set, so a left-to-right
@@ -67,17 +84,40 @@ def config_to_hf(config: BertConfig) -> dict[str, Any]:
     return d
 
 
+def _pre_ln_config(d: dict[str, Any], causal: bool) -> dict[str, Any]:
+    """A pre-LayerNorm config as ``transformers.RobertaPreLayerNormConfig``'s fields."""
+    if causal:
+        raise DataError("model.layer_norm=pre with a left-to-right model has no transformers class to export to: "
+                        "expected model.layer_norm=post for objective=ltr")
+    if d["hidden_act"] != "gelu":  # RoBERTa's masked-LM head applies gelu whatever hidden_act says
+        raise DataError(f"model.hidden_act={d['hidden_act']!r} with model.layer_norm=pre: expected gelu (the "
+                        "RoBERTa-PreLayerNorm export's masked-LM head always applies gelu)")
+    d.update(model_type=PRE_LN_MODEL_TYPE, max_position_embeddings=d["max_position_embeddings"] + d["pad_token_id"] + 1,
+             is_decoder=False, add_cross_attention=False, position_embedding_type="absolute",
+             classifier_dropout=None, tie_word_embeddings=True, use_cache=False)
+    return d
+
+
 def config_from_hf(d: dict[str, Any]) -> BertConfig:
-    """``transformers.BertConfig`` fields (a parsed config.json) to our config."""
-    if d.get("model_type", MODEL_TYPE) != MODEL_TYPE:
-        raise DataError(f"model_type={d['model_type']!r} is not supported, only {MODEL_TYPE!r}")
+    """``transformers.BertConfig`` fields (a parsed config.json) to our config; a RoBERTa-PreLayerNorm one (the
+    export of ``layer_norm="pre"``) to a pre-LayerNorm config."""
+    kind = d.get("model_type", MODEL_TYPE)
+    if kind not in (MODEL_TYPE, PRE_LN_MODEL_TYPE):
+        raise DataError(f"model_type={kind!r} is not supported, only {MODEL_TYPE!r} or {PRE_LN_MODEL_TYPE!r}")
+    if kind == PRE_LN_MODEL_TYPE:
+        if d.get("pad_token_id") is None or "max_position_embeddings" not in d:
+            raise DataError(f"model_type={kind!r} without pad_token_id or max_position_embeddings: expected both "
+                            "(its positions count from pad_token_id + 1)")
+        d = {**d, "layer_norm": "pre",
+             "max_position_embeddings": d["max_position_embeddings"] - d["pad_token_id"] - 1}
     if d.get("position_embedding_type", "absolute") != "absolute":
         raise DataError(
             f"position_embedding_type={d['position_embedding_type']!r} is not supported, only 'absolute'"
         )
     if d.get("add_cross_attention"):
         raise DataError("add_cross_attention=true is not supported: BERT here is an encoder only")
-    kwargs = {f.name: d[f.name] for f in fields(BertConfig) if f.name in d and f.name != "causal"}
+    kwargs = {f.name: d[f.name] for f in fields(BertConfig) if f.name in d and f.name not in ("causal", "layer_norm")}
+    kwargs["layer_norm"] = "pre" if kind == PRE_LN_MODEL_TYPE else "post"  # a BERT folder is post-LayerNorm
     kwargs.setdefault("vocab_size", _HF_DEFAULT_VOCAB_SIZE)
     if kwargs.get("pad_token_id") is None:
         kwargs["pad_token_id"] = 0  # HF allows none; only the initial zero row depends on it
@@ -111,7 +151,11 @@ def save_hf(
     model = _unwrap(model)
     out_dir = Path(out_dir)
     hf_config = config_to_hf(model.config)
-    hf_config["architectures"] = [type(model).__name__]
+    pre_ln = model.config.layer_norm == "pre"
+    if pre_ln and type(model).__name__ not in PRE_LN_CLASSES:
+        raise DataError(f"{type(model).__name__} with model.layer_norm=pre has no transformers export: expected "
+                        f"one of {', '.join(PRE_LN_CLASSES)}")
+    hf_config["architectures"] = [PRE_LN_CLASSES[type(model).__name__] if pre_ln else type(model).__name__]
     hf_config["dtype"] = str(next(model.parameters()).dtype).removeprefix("torch.")
     if isinstance(model, BertForSequenceClassification):
         # HF reads num_labels from the size of id2label.
@@ -122,6 +166,8 @@ def save_hf(
     tensors = {
         k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in TIED_KEYS
     }
+    if pre_ln:
+        tensors = to_pre_ln(tensors, model.config.pad_token_id)
 
     with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -129,6 +175,40 @@ def save_hf(
         if tokenizer_dir is not None:
             write_tokenizer_files(Path(tokenizer_dir), tmp, model.config.max_position_embeddings, do_lower_case)
     return out_dir
+
+
+def to_pre_ln(state: dict[str, torch.Tensor], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """A pre-LayerNorm BERT's weights under RoBERTa-PreLayerNorm's names, its position table behind
+    ``pad_token_id + 1`` zero rows."""
+    out = {}
+    for key, value in state.items():
+        head = next((ours for ours in _PRE_LN_HEAD if key.startswith(ours)), None)
+        if head is not None:
+            key = _PRE_LN_HEAD[head] + key[len(head):]
+        elif key.startswith("bert."):
+            key = PRE_LN_PREFIX + key.removeprefix("bert.")
+        if key.endswith(_POSITIONS):
+            value = torch.cat([value.new_zeros(pad_token_id + 1, value.shape[1]), value])
+        out[key] = value.contiguous()
+    return out
+
+
+def from_pre_ln(state: dict[str, torch.Tensor], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """``to_pre_ln`` undone: a RoBERTa-PreLayerNorm folder's weights under our names (its tied decoder dropped)."""
+    theirs = {v: k for k, v in _PRE_LN_HEAD.items()}
+    out = {}
+    for key, value in state.items():
+        if key.startswith("lm_head.decoder."):
+            continue  # tied to the word embeddings and lm_head.bias
+        head = next((t for t in theirs if key.startswith(t)), None)
+        if head is not None:
+            key = theirs[head] + key[len(head):]
+        elif key.startswith(PRE_LN_PREFIX):
+            key = "bert." + key.removeprefix(PRE_LN_PREFIX)
+        if key.endswith(_POSITIONS):
+            value = value[pad_token_id + 1:]
+        out[key] = value
+    return out
 
 
 def write_tokenizer_files(src: Path, dst: Path, max_length: int, do_lower_case: bool = True) -> None:
@@ -245,7 +325,10 @@ def load_hf(path: str | os.PathLike, model_cls: type[nn.Module] = BertForPreTrai
     model = model_cls(config, **kwargs)
 
     expected = set(model.state_dict())
-    state = _rename(_read_weights(folder), expected)
+    state = _read_weights(folder)
+    if config.layer_norm == "pre":
+        state = from_pre_ln(state, config.pad_token_id)
+    state = _rename(state, expected)
     try:
         result = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches
@@ -279,6 +362,9 @@ class BertFolder:
     def model_type(self, arch) -> str:
         return MODEL_TYPE
 
+    def model_types(self, arch) -> tuple[str, ...]:
+        return MODEL_TYPE, PRE_LN_MODEL_TYPE  # a pre-LayerNorm BERT's export is a RoBERTa-PreLayerNorm folder
+
     def save(self, arch, network: nn.Module, out_dir: Path, tokenizer_dir: Path) -> Path:
         return save_hf(network, out_dir, tokenizer_dir=tokenizer_dir)
 
@@ -311,4 +397,4 @@ class BertFolder:
         return model_cls(replace(self.read_config(arch, folder), attention_init="normal"), num_outputs, **kwargs)
 
 
-__all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "TIED_KEYS", "BertFolder"]
+__all__ = ["config_to_hf", "config_from_hf", "save_hf", "load_hf", "to_pre_ln", "from_pre_ln", "TIED_KEYS", "BertFolder"]

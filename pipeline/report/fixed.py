@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from pipeline.data.ngram import FLOORS, FLOORS_OF
-from pipeline.report.model import BaselineCheck, Crossing, Floor, Interval, Row
+from pipeline.report.model import BaselineCheck, Crossing, Floor, Interval, Row, reference_of
 from pipeline.report.stats import compare, pooled_variance
 
 HEADLINE = "fixed/acc_masked"
@@ -62,7 +62,7 @@ def add_to_family(rows: list[Row], floors: dict[str, dict], previous: bool, conf
         row.fixed_kinds = {"replaced": row.pretrain.fixed_replaced, "unchanged": row.pretrain.fixed_unchanged,
                            "loss": row.pretrain.fixed_loss}
     for i, row in enumerate(ran):
-        other = (ran[i - 1] if i else None) if previous else (ran[0] if row is not ran[0] else None)
+        other = reference_of(ran, i, previous)
         row.vs_fixed_row = other.label if other else None
         row.vs_fixed = compare(units_of(row), units_of(other), test="pooled", pooled=pooled,
                                confidence=confidence) if other else None

@@ -68,7 +68,7 @@ def per_task(res: AblationResults, fam_name: str, row_name: str | None, closest:
     for i, col in enumerate(suite["columns"]):
         ran = [r for r in fam["rows"] if r["cells"][i].ran and r["cells"][i].vs is not None]
         row = max(ran, key=lambda r: r["cells"][i].mean) if closest and ran else \
-            next((r for r in ran if r["name"] == row_name), None)
+            next((r for r in ran if r.get("key", r["name"]) == row_name), None)
         if row is None:
             continue
         cell = row["cells"][i]
@@ -88,12 +88,17 @@ def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confi
     if fam is None:
         return None
     ran = [r for r in fam.rows if r.ran and r.vs is not None]
-    row = max(ran, key=lambda r: r.primary.mean) if m.get("closest") and ran else \
-        next((r for r in ran if r.name == m.get("row")), None)
+    if m.get("closest"):
+        row = max(ran, key=lambda r: r.primary.mean) if ran else None
+    elif m.get("best_trained"):  # the row of these trained best: the highest fixed-set accuracy
+        trained = [r for r in ran if r.key in m["best_trained"] and r.fixed is not None]
+        row = max(trained, key=lambda r: r.fixed.mean) if trained else None
+    else:
+        row = next((r for r in ran if r.key == m.get("row")), None)
     if row is None:
         return None
     ref = next((r for r in fam.rows if r.label == row.vs_row), None)
-    tasks = per_task(res, fam.name, m.get("row"), bool(m.get("closest")), m["expect"])
+    tasks = per_task(res, fam.name, row.key, bool(m.get("closest")), m["expect"])
     claim = Claim(**base, verdict=verdict(row.vs, m["expect"]), rows=f"{row.label} vs {row.vs_row}",
                   metric=f"{res.task} test {res.metric}", percent=res.metric in ("accuracy", "f1", "exact_match"),
                   test=row.vs, section=fam.title, tasks=tasks if len(tasks) > 1 else None)

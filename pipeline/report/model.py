@@ -166,6 +166,8 @@ class Row(Record):
     ran: bool  # whether this grid ran it (the fields below are left out of the JSON where it did not)
     scores: dict[str, Score | None] = field(default_factory=dict)  # mode -> score (None: the mode did not run)
     primary: Score | None = None  # the score rows are compared on: the mode itself, or a variant's first mode
+    key: str | None = None  # how the ledger names it (claims.yaml ``row``): its spec's ``id``, else its variant or mode
+    against: str | None = None  # the key of the row it is tested against, where its spec names one (``vs``)
     vs_row: str | None = None  # the label of the row it is tested against (or the classical baseline)
     vs: Comparison | None = None  # its test against that row (None: it is the reference)
     pretrain: PretrainSummary | None = None  # a variant's pretraining numbers
@@ -319,3 +321,14 @@ class AblationResults(Record):
     controls: list[dict] | None = None  # each task's word-order control (``pipeline.report.protocol.controls``)
 
     OMIT_NONE = ("suite", "zero_shot", "ledger", "choices", "controls")
+
+
+def reference_of(ran: list[Row], i: int, previous: bool) -> Row | None:
+    """The row ``ran[i]`` is tested against: the one its spec names (``vs``), else the family's first row, or in
+    a lineage (``previous``) the row above; None for the reference itself (or a ``vs`` that did not run)."""
+    row = ran[i]
+    if row.against is not None:
+        return next((r for r in ran if r.key == row.against and r is not row), None)
+    if previous:
+        return ran[i - 1] if i else None
+    return ran[0] if row is not ran[0] else None

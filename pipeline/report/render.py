@@ -471,7 +471,7 @@ def family_row(row: Row, fam: FamilyResult, metric: str, modes: list[str], colum
     if not row.ran:
         return [row.label, "not in this grid (grid=full runs it)", *[""] * (columns - 2), *paper]
     against = comparison_cell(metric, row.vs)
-    if fam.lineage and row.vs_row:  # a lineage: name what each row is against
+    if (fam.lineage or row.against) and row.vs_row:  # a lineage, or a row with its own reference: name it
         against = f"vs {row.vs_row}: {against}"
     if fam.kind == "mode":
         return [row.label, score_cell(metric, row.primary), against, *paper]
@@ -487,7 +487,7 @@ def pretraining_cells(row: Row, lineage: bool) -> list[str]:
     size = f"{p.parameters / 1e6:.2f}M" if p.parameters else "—"
     flops = f"{p.train_flops_per_token / 1e6:.2f}M" if p.train_flops_per_token else "—"
     fixed_against = comparison_cell("accuracy", row.vs_fixed) if row.fixed else "—"
-    if lineage and row.vs_fixed_row:
+    if (lineage or row.against) and row.vs_fixed_row:
         fixed_against = f"vs {row.vs_fixed_row}: {fixed_against}"
     return [fixed_cell(row.fixed), fixed_against, lm, perplexity, f"{p.train_seconds:.0f}", size, flops]
 

@@ -26,7 +26,7 @@ from pipeline.io import read_json
 from pipeline.names import CLASSICAL, FAMILIES, SEED_FREE, check_families
 from pipeline.report import fixed, layout
 from pipeline.report.model import (AblationResults, BaselineCheck, Comparison, FamilyResult, Method, NspCheck,
-                                   PretrainSummary, Row, RunRecord, Score)
+                                   PretrainSummary, Row, RunRecord, Score, reference_of)
 from pipeline.report.stats import compare, pooled_variance, simulate, smallest_detectable, variance_components
 from pipeline.variants import BASELINE
 
@@ -171,7 +171,8 @@ def _row(spec: dict, paper: list, variants: dict[str, list[dict]], metric: str, 
          confidence: float) -> Row | None:
     """A family's row from its spec (a fine-tuning mode of the baseline, or a pretraining variant fine-tuned in
     every mode); None for a mode the baseline's fine-tuning did not run."""
-    named = {"label": spec["label"], "paper_row": spec.get("paper"), "paper": _paper_values(paper, spec.get("paper"))}
+    named = {"label": spec["label"], "paper_row": spec.get("paper"), "paper": _paper_values(paper, spec.get("paper")),
+             "key": spec.get("id", spec.get("variant", spec.get("mode"))), "against": spec.get("vs")}
     if "mode" in spec:
         mode_score = score(variants[BASELINE], spec["mode"], metric, confidence)
         if mode_score is None:
@@ -193,7 +194,7 @@ def _compare_rows(ran: list[Row], kind: str | None, previous: bool, classical: S
     """Each row's test against its reference: the first row, or in a lineage the row above (the first row of a
     lineage against the classical baseline, a fixed number)."""
     for i, row in enumerate(ran):
-        other = (ran[i - 1] if i else None) if previous else (ran[0] if row is not ran[0] else None)
+        other = reference_of(ran, i, previous)
         row.vs_row = other.label if other else (classical_label if previous and classical else None)
         if other is None or not row.primary or not other.primary:
             row.vs = compare(row.primary.units, [classical.mean], test="fixed", confidence=confidence,
@@ -464,7 +465,7 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
         method=method(variants, fams, metric, confidence), intrinsic=intrinsic, layout=probe, nsp=nsp,
         findings=fixed_findings(intrinsic, fams) + layout_findings(probe) + nsp_findings(nsp)
         + findings(fams, classical, pretrained, metric, ft["task"], confidence),
-        table={f.name: {row.name: table_entry(row) for row in f.rows if row.ran} for f in fams},
+        table={f.name: {row.key or row.name: table_entry(row) for row in f.rows if row.ran} for f in fams},
         summary=_summary(variants, metric, floors, probe, nsp),
         runs={name: _run_record(r) for name, r in results.items()})
 

@@ -73,7 +73,8 @@ def suite_family(name: str, spec: dict, cols: list[dict], tables: list[FamilyRes
     for label in (row["label"] for row in spec["rows"]):
         present = [rs[label] for rs in by_label if label in rs]
         if present:
-            rows.append({"label": label, "name": present[0].name, "ran": any(r.ran for r in present),
+            rows.append({"label": label, "name": present[0].name, "key": present[0].key,
+                         "ran": any(r.ran for r in present),
                          "cells": [suite_cell(rs.get(label), col) for col, rs in zip(cols, by_label)]})
     return {"name": name, "title": spec["title"], "reference_row": tables[0].reference_row, "rows": rows,
             "classical": [table.classical.mean if table.classical else None for table in tables]}
@@ -125,7 +126,7 @@ def add_suite(res: AblationResults, runs: Mapping[str, Mapping], suite: Mapping,
             for r in fam["rows"]:
                 cell = r["cells"][i]
                 if cell.ran:
-                    entry = res.table.setdefault(fam["name"], {}).setdefault(r["name"], {})
+                    entry = res.table.setdefault(fam["name"], {}).setdefault(r.get("key") or r["name"], {})
                     entry.update({f"{key}_{k}": getattr(cell, k) for k in ("mean", "low", "high")
                                   if getattr(cell, k) is not None})
                     if cell.vs and cell.vs.p is not None:

@@ -2,7 +2,8 @@
 
 ``run`` reads like the stage's table of contents: tokenizer and model, data,
 the LightningModule, the checkpoint folder a rerun resumes from, the MLflow run,
-the Trainer, then training, export and the record of what was measured. What
+the Trainer, then training, export and the record of what was measured. A pilot of the learning-rate sweep
+(``pilot_lr``, ``pipeline.sweep``) is the same run, shorter, with no export: ``run_pilot``. What
 differs between architectures (``model.architecture``: its config, module,
 scorer and export) is resolved once, here, from the registry
 (``pipeline.architectures``), and handed down.
@@ -29,12 +30,13 @@ from pipeline.data.masking import MaskingConfig
 from pipeline.data.ngram import FLOORS_OF
 from pipeline.data.scored import EvalSet
 from pipeline.data.tokenizer import load_tokenizer, special_ids, vocab_list
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, TrainingError
 from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.model_config import METRIC_PREFIX, ModelConfig, build_config, metric_prefix
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
 from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.settings import Lab, as_plain
+from pipeline.sweep import PILOT_FILE, SCORE, chosen_rate
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 from pipeline.variants import BASELINE
 from pipeline.zero_shot.along import along_pretraining
@@ -64,6 +66,8 @@ def run(lab: Lab) -> dict:
     if folder.resume:
         log.info("resuming from %s (step %d)", folder.resume, folder.resumed_step)
     logger = open_run(lab, folder)
+    if lab.run.pilot_lr is not None:
+        return run_pilot(lab, module, data, logger, folder)
     # Under DDP/FSDP every process runs this function; only the first writes files and talks to MLflow.
     zero = rank_zero_only.rank == 0
     with (atomic_dir(paths.pretrain) if zero else _scratch_dir()) as tmp:
@@ -82,10 +86,50 @@ def run(lab: Lab) -> dict:
                "train_seconds": round(train_seconds, 1),
                "stopped_by": "max_steps" if trainer.global_step >= trainer_settings.max_steps else "max_time",
                "resumed_from_step": folder.resumed_step, "mlflow_run_id": logger.run_id,
-               **cost(lab.pairs.max_seq_length, module)}
+               **cost(lab.pairs.max_seq_length, module), **sweep_record(lab)}
     record(lab, logger, metrics, module.eval_set)
     folder.remove()
     return metrics
+
+
+def run_pilot(lab: Lab, module: PretrainingModule, data: PairsDataModule, logger, folder: RunFolder) -> dict:
+    """One pilot of the learning-rate sweep (its settings already shrunk by ``pipeline.sweep.pilot_overrides``):
+    trained, scored on the fixed set, and recorded in ``paths.metrics``/pilot.json with its curves; no export.
+    A loss that leaves the finite numbers ends the pilot as ``diverged``, a result like any other."""
+    zero = rank_zero_only.rank == 0
+    with (atomic_dir(lab.paths.metrics) if zero else _scratch_dir()) as tmp, _scratch_dir() as root:
+        trainer = build_trainer(lab, logger, root=root, checkpoints=folder.path)
+        start, diverged = time.perf_counter(), None
+        try:
+            trainer.fit(module, datamodule=data, ckpt_path=str(folder.resume) if folder.resume else None)
+        except TrainingError as e:  # check_finite: the loss is NaN or infinite
+            diverged = str(e)
+            log.warning("pilot at lr %g diverged: %s", lab.optim.lr, e)
+        train_seconds = time.perf_counter() - start
+        final = {} if diverged else {
+            k: round(float(v), 6) for k, v in trainer.validate(module, datamodule=data, verbose=False)[0].items()}
+        if not zero:
+            return final
+        pilot = {"variant": lab.run.variant or BASELINE, "lr": lab.optim.lr, "steps": trainer.global_step,
+                 "max_steps": lab.trainer.max_steps, "diverged": diverged is not None, "diverged_because": diverged,
+                 "score_key": SCORE, "score": final.get(SCORE), "acc_masked": final.get("fixed/acc_masked"),
+                 "train_seconds": round(train_seconds, 1), "mlflow_run_id": logger.run_id, **final,
+                 **cost(lab.pairs.max_seq_length, module)}
+        write_json(tmp / PILOT_FILE, pilot)
+        write_curves(logger.experiment, logger.run_id, tmp, [c.name for c in module.eval_set.probe.cells])
+    logger.experiment.set_tag(logger.run_id, "stopped_by", "diverged" if diverged else "max_steps")
+    logger.experiment.log_dict(logger.run_id, pilot, f"metrics/{PILOT_FILE}")
+    folder.remove()
+    return pilot
+
+
+def sweep_record(lab: Lab) -> dict:
+    """A swept row's run: the peak rate its pilots chose and each pilot's score (``lr_sweep``); else nothing."""
+    sweep, row = lab.grid.sweep if lab.grid else None, lab.run.variant or BASELINE
+    if sweep is None or row not in sweep.rows:
+        return {}
+    _, chosen = chosen_rate(lab.runs[lab.run_name].rate_from, list(sweep.lrs), row)
+    return {"lr_sweep": chosen}
 
 
 def devices_found(lab: Lab) -> int | None:
@@ -150,10 +194,14 @@ def cost(seq_length: int, module: PretrainingModule) -> dict:
 
 def open_run(lab: Lab, folder: RunFolder):
     """The run's MLflow logger: a new run, or the one a resumed checkpoint was recording into."""
+    pilot = lab.run.pilot_lr
     run_name = f"pretrain-{lab.run_name}-{lab.model.name}-{lab.objective.name}"
+    extra = {"stage": "pretrain", "pretrain_seed": str(lab.run.pretrain_seed)}
+    if pilot is not None:  # the sweep's pilots: one group of runs in `mlflow ui`, by these tags
+        run_name = f"pilot-{lab.run.variant or BASELINE}-lr{pilot:g}-{lab.model.name}"
+        extra.update(stage="pilot", kind="pilot", sweep_row=lab.run.variant or BASELINE, sweep_lr=f"{pilot:g}")
     logger = mlflow_logger(lab, run_name=run_name,
-                           tags=run_tags({"pairs": lab.paths.pairs, "tokenizer": lab.paths.tokenizer},
-                                         {"stage": "pretrain", "pretrain_seed": str(lab.run.pretrain_seed)}),
+                           tags=run_tags({"pairs": lab.paths.pairs, "tokenizer": lab.paths.tokenizer}, extra),
                            run_id=folder.run_id)
     if rank_zero_only.rank == 0:
         folder.remember_run(logger.run_id)
