@@ -81,7 +81,7 @@ def sequence_lengths(settings: Lab) -> list[tuple[str, int]]:
 SECRET_KEYS = {"tracking.uri"}
 # Not a run's settings: the ablation catalogue, the grid and its generated runs (a variant's own settings
 # are already applied).
-CATALOGUE_KEYS = ("family", "grid", "runs", "examples")
+CATALOGUE_KEYS = ("family", "grid", "runs", "examples", "pilots")
 
 
 def resolved_config(cfg: DictConfig) -> dict:

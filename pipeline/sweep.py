@@ -29,8 +29,9 @@ SCORE_NAME = "fixed-set loss at the masked positions"
 
 
 def rate_text(lr: float) -> str:
-    """A rate as it appears in names and folders: ``0.0003``, ``1e-05`` (``%g``: distinct rates stay distinct)."""
-    return f"{float(lr):g}"
+    """A rate as it appears in names and folders: ``0.0003``, ``1e-05``, ``1e12`` (``%g``, so distinct rates stay
+    distinct, without the ``+`` MLflow refuses in a name)."""
+    return f"{float(lr):g}".replace("+", "")
 
 
 def sweep_folder(metrics_root: str, row: str) -> str:
@@ -85,7 +86,8 @@ def chosen_rate(folder: str | Path, lrs: list[float], row: str) -> tuple[float, 
     best = choose(pilots, row)
     record = {"chosen_lr": best["lr"], "score": SCORE, "fraction": best.get("fraction"),
               "edge": best["lr"] in (min(lrs), max(lrs)),
-              "pilots": [{k: p.get(k) for k in ("lr", "score", "acc_masked", "diverged", "steps")} for p in pilots]}
+              "pilots": [{k: p.get(k) for k in ("lr", "score", "acc_masked", "diverged", "steps", "mlflow_run_id")}
+                         for p in pilots]}
     return float(best["lr"]), record
 
 

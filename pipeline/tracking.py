@@ -234,7 +234,7 @@ def known_run(tracking: TrackingSettings, run_id: str) -> bool:
 
 
 def record_grid(tracking: TrackingSettings, grid: str, metrics: Mapping[str, float], children: list[str],
-                report_dir: Path) -> str:
+                report_dir: Path, groups: Mapping[str, list[str]] | None = None) -> str:
     """The grid's run: the parent of every pretraining run of the grid, with the grid's numbers and its report.
 
     One run per grid and DVC experiment (``dvc.exp_name``; the workspace has its
@@ -242,7 +242,9 @@ def record_grid(tracking: TrackingSettings, grid: str, metrics: Mapping[str, flo
     its children become exactly ``children`` (the runs behind this report; a
     run it held from an earlier report is let go), and ``report/`` holds the
     report (open ``report/index.html`` from the run's artifacts). Children not
-    in this store are skipped. Returns the grid run's id.
+    in this store are skipped. ``groups`` (name -> runs, such as the learning-rate sweep's pilots) each get a run
+    of their own under the grid's, holding those runs: one group the UI's compare view takes whole. Returns the
+    grid run's id.
     """
     from mlflow.entities import Metric, RunStatus
     from mlflow.tracking import MlflowClient
@@ -266,6 +268,9 @@ def record_grid(tracking: TrackingSettings, grid: str, metrics: Mapping[str, flo
     for i in range(0, len(items), 1000):  # MLflow's batch limit
         client.log_batch(run_id, metrics=items[i:i + 1000])
     keep = {c for c in children if known_run(tracking, c)}
+    for name, members in (groups or {}).items():
+        keep.add(_group_run(client, experiment_id, run_id, f"{key}/{name}", f"{name}-{grid}",
+                            [m for m in members if known_run(tracking, m)]))
     for c in keep:
         client.set_tag(c, PARENT, run_id)
     for r in client.search_runs([experiment_id], f"tags.`{PARENT}` = '{run_id}'"):
@@ -274,6 +279,22 @@ def record_grid(tracking: TrackingSettings, grid: str, metrics: Mapping[str, flo
     client.log_artifacts(run_id, str(report_dir), "report")
     client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     return run_id
+
+
+def _group_run(client, experiment_id: str, parent: str, key: str, name: str, members: list[str]) -> str:
+    """A run holding ``members`` (its children, exactly those) under the grid run ``parent``; reused by ``key``."""
+    from mlflow.entities import RunStatus
+
+    found = client.search_runs([experiment_id], f"tags.kind = 'group' and tags.group_key = '{key}'", max_results=1)
+    group = found[0].info.run_id if found else client.create_run(
+        experiment_id, run_name=name, tags={"kind": "group", "group_key": key, PARENT: parent}).info.run_id
+    for m in members:
+        client.set_tag(m, PARENT, group)
+    for r in client.search_runs([experiment_id], f"tags.`{PARENT}` = '{group}'"):
+        if r.info.run_id not in members:
+            client.delete_tag(r.info.run_id, PARENT)
+    client.set_terminated(group, RunStatus.to_string(RunStatus.FINISHED))
+    return group
 
 
 def metric_history(client, run_id: str, key: str) -> list[tuple[int, float]]:

@@ -367,3 +367,44 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
     tok = load_tokenizer(root / "tokenizer")
     assert along_pretraining(settings, architecture("bert").scorer, tok, baseline=False) is None  # the baseline's only
     assert along_pretraining(validate(compose()).zero_shot, architecture("bert").scorer, tok, baseline=True) is None
+
+
+# --------------------------------------------------------------------------- #
+# The learning-rate sweep: pilots, a diverging rate, the full run at the best
+# --------------------------------------------------------------------------- #
+def test_a_sweep_picks_the_better_rate_and_records_a_diverging_one(small_data):
+    """Pilots of the baseline at a rate too small to move, a working one and one that diverges (a NaN loss):
+    each is a pilot.json, the diverged one too, and the full run trains at the working rate and says why."""
+    root, paths = small_data
+    sweep = "grid.sweep={rows:[baseline],lrs:[1e-07,0.003,1e12],fraction:0.5}"
+    extra = ["trainer.max_steps=40", "trainer.val_check_interval=20", "optim.warmup_ratio=0.0",
+             "optim.gradient_clip_val=1e30", sweep]  # no clipping: 1e12 leaves the finite numbers
+    folder = root / "swept" / "metrics" / "sweeps" / "baseline"
+    for lr in ("1e-07", "0.003", "1e12"):
+        r = _pretrain_here(root, paths, "swept", *extra, f"pilot_lr={lr}")
+        assert r.returncode == 0, r.stderr[-2000:]  # a diverging pilot is a result, not a failure
+    pilots = {lr: json.loads((folder / f"lr-{lr}" / "pilot.json").read_text()) for lr in ("1e-07", "0.003", "1e12")}
+    assert pilots["1e12"]["diverged"] and pilots["1e12"]["score"] is None and "loss" in pilots["1e12"]["diverged_because"]
+    assert not pilots["0.003"]["diverged"] and pilots["0.003"]["steps"] == 20  # half of the 40 steps
+    assert pilots["0.003"]["score"] < pilots["1e-07"]["score"]
+    assert (folder / "lr-0.003" / "pretrain_fixed.csv").is_file() and not (root / "swept" / "out").exists()
+    r = _pretrain_here(root, paths, "swept", *extra)
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = json.loads((root / "swept" / "metrics" / "pretrain.json").read_text())
+    assert metrics["steps"] == 40 and metrics["lr_sweep"]["chosen_lr"] == 0.003
+    assert [p["diverged"] for p in metrics["lr_sweep"]["pilots"]] == [False, False, True]
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(_env(root)["MLFLOW_TRACKING_URI"]).get_run(metrics["mlflow_run_id"])
+    assert float(run.data.params["optim.lr"]) == 0.003  # what the run trained at, in its recorded settings
+    pilot_run = MlflowClient(_env(root)["MLFLOW_TRACKING_URI"]).get_run(pilots["1e12"]["mlflow_run_id"])
+    assert pilot_run.data.tags["kind"] == "pilot" and pilot_run.data.tags["stopped_by"] == "diverged"
+
+
+def test_a_swept_run_without_its_pilots_says_which_file_is_missing(small_data):
+    root, paths = small_data
+    r = _pretrain_here(root, paths, "unswept", "grid.sweep={rows:[baseline],lrs:[0.001,0.003],fraction:0.5}")
+    assert r.returncode == 2
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: pretrain:") and "sweeps/baseline/lr-0.001/pilot.json not found" in line, line
+    assert not (root / "unswept" / "out").exists()

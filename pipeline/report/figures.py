@@ -405,3 +405,29 @@ def choices_figure(entry: dict, run: str):
     _legend(ax)
     fig.tight_layout()
     return fig
+
+
+def sweep_figure(sweeps: list[dict]):
+    """Learning-rate sensitivity: each swept row's pilots, fixed-set loss at the masked positions against the peak
+    rate (a log axis), the chosen rate ringed, a diverged pilot an x at the top."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    scored = [p["score"] for s in sweeps for p in s["pilots"] if p["score"] is not None and not p["diverged"]]
+    top = max(scored) if scored else 1.0
+    for j, s in enumerate(sweeps):
+        color = COLORS[j % len(COLORS)]
+        points = sorted((p["lr"], p["score"]) for p in s["pilots"] if p["score"] is not None and not p["diverged"])
+        if points:
+            ax.plot(*zip(*points), marker="o", ms=4, color=color, label=s["label"])
+        bad = [p["lr"] for p in s["pilots"] if p["diverged"] or p["score"] is None]
+        if bad:
+            ax.plot(bad, [top] * len(bad), marker="x", ms=8, ls="none", color=color)
+        best = next((p for p in s["pilots"] if p["lr"] == s["chosen_lr"]), None)
+        if best and best["score"] is not None:
+            ax.plot([best["lr"]], [best["score"]], marker="o", ms=11, mfc="none", mec="black", mew=1.2)
+    ax.set_xscale("log")
+    ax.set(xlabel="peak learning rate", ylabel="fixed-set loss, masked pieces (lower is better)",
+           title="Learning-rate sweep: each row's pilots (ringed: chosen; x: diverged)")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    fig.tight_layout()
+    return fig

@@ -318,9 +318,10 @@ class AblationResults(Record):
     zero_shot: dict | None = None  # BLiMP (``pipeline.report.grammar``), once the report stage adds it
     ledger: list[Claim] | None = None  # the claims of BERT's story (``pipeline.report.ledger``), once it adds them
     choices: list[dict] | None = None  # each task's choices on dev (``pipeline.report.protocol.choices``)
+    sweeps: list[dict] | None = None  # each swept row's pretraining rate and pilots (``protocol.sweeps``)
     controls: list[dict] | None = None  # each task's word-order control (``pipeline.report.protocol.controls``)
 
-    OMIT_NONE = ("suite", "zero_shot", "ledger", "choices", "controls")
+    OMIT_NONE = ("suite", "zero_shot", "ledger", "choices", "controls", "sweeps")
 
 
 def reference_of(ran: list[Row], i: int, previous: bool) -> Row | None:

@@ -1,5 +1,8 @@
-"""The fine-tuning protocol in the report: what each arm chose on dev, and what each task's word-order control
-says about whether the task needs reading.
+"""Every arm at its best in the report: the peak pretraining rate each swept row's pilots chose, what each arm
+chose on dev for fine-tuning, and what each task's word-order control says about whether the task needs reading.
+
+``sweeps`` reads the learning-rate sweep (``pipeline.sweep``) from the first run of each swept row: every
+pilot's rate, fixed-set loss and accuracy (or that it diverged), and the rate chosen.
 
 ``choices`` reads, for every task, the fine-tuning of each run that chose settings on dev (the baseline's first
 run, and each variant that chose its own): each mode's candidates with their dev scores, the chosen settings
@@ -22,6 +25,19 @@ from pipeline.variants import BASELINE
 NEAR_CHANCE = 0.03   # within 3 points of chance: nothing left to learn from the words alone
 BIG_DROP = 0.10      # or down by 10 points: the order carried much of what the arm learned
 WITHOUT_PRETRAINING = (CLASSICAL, "scratch")
+
+
+def sweeps(runs: Mapping[str, Mapping], labels: Mapping[str, str]) -> list[dict]:
+    """Each swept row's pilots and choice (its first run's ``lr_sweep``), in the grid's order; ``labels``: each
+    variant's label in the report."""
+    out = []
+    for run in runs.values():
+        if run["pretrain_seed"]:
+            continue
+        chosen = read_json(Path(run["metrics"]) / "pretrain.json").get("lr_sweep")
+        if chosen:
+            out.append({"row": run["variant"], "label": labels.get(run["variant"], run["variant"]), **chosen})
+    return out
 
 
 def finetune_file(run: Mapping, task: str | None) -> Path:

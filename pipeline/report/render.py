@@ -18,7 +18,7 @@ from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.model_config import LM_KINDS
 from pipeline.report.figures import (along_figure, bars_figure, choices_figure, contextuality_figure,
                                      curves_figure, fixed_curves_figure, grammar_figure, layout_along_figure,
-                                     layout_figure, png, suite_figure)
+                                     layout_figure, png, suite_figure, sweep_figure)
 from pipeline.report.ledger import PROBE_SECTION, trend
 from pipeline.report.protocol import BIG_DROP, NEAR_CHANCE
 from pipeline.report.model import (AblationResults, Claim, Comparison, Crossing, FamilyResult, Floor, Interval,
@@ -538,6 +538,8 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
         ledger_section(doc, res)
     doc.heading("Method")
     doc.para(method_text(res.method, res.metric), cls="note")
+    if res.sweeps:
+        sweep_section(doc, res)
     if res.choices:
         choices_section(doc, res)
     if res.controls:
@@ -602,6 +604,29 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
                                              for c in entry["runs"][BASELINE].values()):
             doc.figure(f"choices_{entry['task_name']}.png", choices_figure(entry, BASELINE),
                        f"{entry['task_name']}: dev score against the learning rate, each mode of the baseline")
+
+
+def sweep_section(doc: Doc, res: AblationResults) -> None:
+    """Pretraining at each row's best: every swept row's pilots at each peak rate, and the rate it trained at."""
+    doc.heading("Pretraining: every row at its best learning rate")
+    first = res.sweeps[0]
+    doc.para(f"Each swept row's first run is piloted at every peak learning rate for {100 * first['fraction']:g}% of "
+             "its steps (warm-up and decay shrunk with it) and scored on the fixed evaluation set; every run of the "
+             "row then trains at the rate whose pilot reached the lowest loss at the masked positions (accuracy "
+             "ties while a pilot is still on the unigram plateau; the loss still ranks it). A pilot whose loss left "
+             "the finite numbers is marked diverged. The pilots are one group of runs in MLflow (lr-sweep-<grid>, "
+             "under the grid's run), for the compare view.", cls="note")
+    lrs = sorted({p["lr"] for s in res.sweeps for p in s["pilots"]})
+    rows = []
+    for s in res.sweeps:
+        at = {p["lr"]: p for p in s["pilots"]}
+        cells = ["—" if lr not in at else "diverged" if at[lr]["diverged"] or at[lr]["score"] is None else
+                 f"{at[lr]['score']:.3f} ({100 * at[lr]['acc_masked']:.1f}%)" for lr in lrs]
+        edge = f" (the grid's {'lowest' if s['chosen_lr'] == lrs[0] else 'highest'} rate)" if s["edge"] else ""
+        rows.append([s["label"], *cells, f"{s['chosen_lr']:g}{edge}"])
+    doc.table(["row", *(f"lr {lr:g}" for lr in lrs), "chosen"], rows,
+              caption="Each pilot's fixed-set loss at the masked positions (accuracy there)")
+    doc.figure("lr_sweep.png", sweep_figure(res.sweeps), "Learning-rate sensitivity: each row's pilots")
 
 
 def edge_text(choice: dict) -> str:

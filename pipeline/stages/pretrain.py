@@ -36,7 +36,7 @@ from pipeline.model_config import METRIC_PREFIX, ModelConfig, build_config, metr
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
 from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.settings import Lab, as_plain
-from pipeline.sweep import PILOT_FILE, SCORE, chosen_rate
+from pipeline.sweep import PILOT_FILE, SCORE, chosen_rate, pilot_name, rate_text
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
 from pipeline.variants import BASELINE
 from pipeline.zero_shot.along import along_pretraining
@@ -198,8 +198,8 @@ def open_run(lab: Lab, folder: RunFolder):
     run_name = f"pretrain-{lab.run_name}-{lab.model.name}-{lab.objective.name}"
     extra = {"stage": "pretrain", "pretrain_seed": str(lab.run.pretrain_seed)}
     if pilot is not None:  # the sweep's pilots: one group of runs in `mlflow ui`, by these tags
-        run_name = f"pilot-{lab.run.variant or BASELINE}-lr{pilot:g}-{lab.model.name}"
-        extra.update(stage="pilot", kind="pilot", sweep_row=lab.run.variant or BASELINE, sweep_lr=f"{pilot:g}")
+        run_name = f"pilot-{pilot_name(lab.run.variant or BASELINE, pilot)}-{lab.model.name}"
+        extra.update(stage="pilot", kind="pilot", sweep_row=lab.run.variant or BASELINE, sweep_lr=rate_text(pilot))
     logger = mlflow_logger(lab, run_name=run_name,
                            tags=run_tags({"pairs": lab.paths.pairs, "tokenizer": lab.paths.tokenizer}, extra),
                            run_id=folder.run_id)

@@ -13,7 +13,7 @@ from pipeline.io import read_json
 from pipeline.report import grammar, ledger, protocol
 from pipeline.report.model import AblationResults
 from pipeline.report.render import write_report
-from pipeline.report.results import BASELINE, ablation_results, load_families
+from pipeline.report.results import BASELINE, ablation_results, load_families, row_labels
 from pipeline.report.suites import add_suite, first_task
 from pipeline.settings import Lab, as_plain
 from pipeline.tracking import check_tracking, record_grid, redact
@@ -46,8 +46,9 @@ def run(lab: Lab) -> AblationResults:
                                                 else "the local store (mlflow.db in the project folder) or "
                                                      "$MLFLOW_TRACKING_URI"]],
                  probe=probe)
+    pilots = [p["mlflow_run_id"] for s in res.sweeps or [] for p in s["pilots"] if p.get("mlflow_run_id")]
     record_grid(lab.tracking, grid.name, grid_metrics(res), [r.pretrain.mlflow_run_id for r in res.runs.values()],
-                Path(paths.reports))
+                Path(paths.reports), groups={"lr-sweep": pilots} if pilots else None)
     return res
 
 
@@ -67,6 +68,9 @@ def add_protocol(res: AblationResults, runs: dict, tasks: list[str | None]) -> N
     results; each task's control in ``summary.json`` (``control``: ``<task>/<mode>_drop``, ``<task>/needs_word_order``)."""
     tasks = list(dict.fromkeys(tasks))
     res.choices = protocol.choices(runs, tasks)
+    res.sweeps = protocol.sweeps(runs, row_labels(res.families)) or None
+    for s in res.sweeps or []:  # each swept row's peak rate, in summary.json
+        res.summary.setdefault(s["row"], {})["pretrain_lr"] = s["chosen_lr"]
     res.controls = protocol.controls(runs, tasks)
     for c in res.controls:
         entry = res.summary.setdefault("control", {})
