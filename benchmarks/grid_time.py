@@ -14,8 +14,10 @@ on real batches of the baseline's examples (run ``dvc repro`` first: it needs
 - fine-tuning: the baseline's measured fine-tuning time in the grid's modes
   (``metrics/finetune.json``) x the variant's encoder cost per token relative
   to the baseline's (masking and objective variants fine-tune at the same cost);
+- the learning-rate sweep (``grid.sweep``): each swept row's pilots, one per rate, each
+  ``fraction`` of its steps at its step time and the same overhead;
 - the total: each variant's pretraining and fine-tuning x the grid's
-  ``seeds.variants`` (zero-shot scoring and the probe are not counted).
+  ``seeds.variants``, and every pilot (zero-shot scoring and the probe are not counted).
 The last line is one JSON object: per variant the step time and the projected
 seconds, and the total.
 """
@@ -115,18 +117,24 @@ def main() -> None:
         if pre.get("steps") == base.trainer.max_steps:
             overhead = pre["train_seconds"] / (base.trainer.max_steps * base_step)
     for name in ["baseline", *base.grid.pretrain]:
-        cfg = base if name == "baseline" else apply_variant(OmegaConf.merge(base, {"variant": name}), "pretrain")
+        cfg = base if name == "baseline" else \
+            apply_variant(OmegaConf.merge(base, {"variant": name}), "pretrain", swept=False)
         s = base_step if name == "baseline" else step_seconds(cfg, tok, steps)
         pre = s * cfg.trainer.max_steps * overhead
         fine = None if ft_base is None or name == "baseline" else ft_base * encoder_cost(cfg) / encoder_cost(base)
-        rows[name] = {"step_s": round(s, 4), "pretrain_s": round(pre), "finetune_s": None if fine is None else round(fine)}
+        sweep = base.grid.get("sweep")
+        pilots = pre * sweep.fraction * len(sweep.lrs) if sweep and name in sweep.rows else 0.0
+        rows[name] = {"step_s": round(s, 4), "pretrain_s": round(pre), "pilots_s": round(pilots),
+                      "finetune_s": None if fine is None else round(fine)}
         print(f"{name:24s} {s * 1000:8.1f} ms/step  pretraining {pre / 60:7.1f} min"
+              + (f"  pilots {pilots / 60:6.1f} min" if pilots else "")
               + ("" if fine is None else f"  fine-tuning {fine / 60:6.1f} min"), flush=True)
     seeds = base.grid.seeds.variants  # pretraining runs per variant, each fine-tuned in the grid's modes
     variants = [r for k, r in rows.items() if k != "baseline"]
-    total = seeds * sum(r["pretrain_s"] + (r["finetune_s"] or 0) for r in variants)
+    total = seeds * sum(r["pretrain_s"] + (r["finetune_s"] or 0) for r in variants) + \
+        sum(r["pilots_s"] for r in rows.values())
     print(f"grid {base.grid.name}: {len(variants)} variants x {seeds} pretraining runs, {total / 3600:.2f} h beyond "
-          f"the baseline's {base.grid.seeds.baseline} runs ({vocab} vocabulary, {base.trainer.max_steps} steps of "
+          f"the baseline's {base.grid.seeds.baseline} runs, the sweep's pilots included ({vocab} vocabulary, {base.trainer.max_steps} steps of "
           f"{base.trainer.batch_size} x {base.pairs.max_seq_length}; zero-shot scoring and the probe not counted)")
     print(json.dumps({"grid": base.grid.name, "max_steps": base.trainer.max_steps, "overhead": round(overhead, 3),
                       "seeds_per_variant": seeds, "variants": rows,

@@ -11,7 +11,7 @@ at the masked positions (the loss still ranks rates where accuracy ties on the u
 loss left the finite numbers is a recorded outcome, ``diverged``, ranked below every pilot that did not.
 
 DVC runs each pilot as ``pilot@<row>-lr<rate>`` (``pilots``, the resolver ``lab.pilots``); a swept row's
-pretrain stages depend on its folder of pilots (``runs.<run>.sweep``). By hand:
+pretrain stages depend on its folder of pilots (``runs.<run>.rate_from``). By hand:
 ``python -m stages.pretrain variant=layers_12 pilot_lr=3e-4`` runs one pilot. Torch-free.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pipeline.io import read_json
 
 PILOT_FILE = "pilot.json"
 SCORE = "fixed/loss_masked"  # what ranks the pilots: lower is better
-SCORE_NAME = "fixed-set loss at the masked positions"
 
 
 def rate_text(lr: float) -> str:

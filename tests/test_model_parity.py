@@ -286,7 +286,10 @@ def test_pre_layer_norm_export_round_trips_its_weights(tmp_path):
     assert set(mine) == set(theirs)
     for key in mine:
         torch.testing.assert_close(theirs[key], mine[key], atol=1e-6, rtol=0, msg=key)
-    assert architecture_of(tmp_path / "export").name == "bert"
+    arch = architecture_of(tmp_path / "export")
+    assert arch.name == "bert" and arch.language_model(tmp_path / "export").config.layer_norm == "pre"
+    encoder = arch.encoder(tmp_path / "export")  # the frozen features' network: the final LayerNorm included
+    torch.testing.assert_close(encoder.LayerNorm.weight, ours.bert.LayerNorm.weight, atol=1e-6, rtol=0)
 
 
 def test_post_layer_norm_export_is_unchanged_by_the_setting(tmp_path):
@@ -304,3 +307,20 @@ def test_pre_layer_norm_refuses_what_it_cannot_export():
         config_to_hf(BertConfig(**TINY, layer_norm="pre", hidden_act="relu"))
     with pytest.raises(Exception, match="model.layer_norm='middle' is not allowed: expected one of post, pre"):
         BertConfig(**TINY, layer_norm="middle")
+
+
+def test_a_pre_layer_norm_export_fine_tunes_as_a_pre_layer_norm_bert(tmp_path):
+    """The fine-tuning stage's task model from the export: its encoder the export's (final LayerNorm included),
+    and from scratch the same pre-LayerNorm network freshly initialised."""
+    from pipeline.architectures import open_export
+
+    ours = pre_ln_pair()
+    save_hf(ours, tmp_path / "export")
+    export = open_export(tmp_path / "export")
+    tuned = export.task_model("sentence", 3, pretrained=True, pooling="mean")
+    mine, theirs = ours.bert.state_dict(), tuned.bert.state_dict()
+    assert set(theirs) == set(mine) - {"pooler.dense.weight", "pooler.dense.bias"} or set(theirs) == set(mine)
+    for key in theirs:
+        torch.testing.assert_close(theirs[key], mine[key], atol=1e-6, rtol=0, msg=key)
+    scratch = export.task_model("sentence", 3, pretrained=False, pooling="mean")
+    assert scratch.bert.config.layer_norm == "pre" and "LayerNorm.weight" in scratch.bert.state_dict()

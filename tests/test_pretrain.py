@@ -391,7 +391,7 @@ def test_a_sweep_picks_the_better_rate_and_records_a_diverging_one(small_data):
     r = _pretrain_here(root, paths, "swept", *extra)
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = json.loads((root / "swept" / "metrics" / "pretrain.json").read_text())
-    assert metrics["steps"] == 40 and metrics["lr_sweep"]["chosen_lr"] == 0.003
+    assert metrics["steps"] == 40 and metrics["lr_sweep"]["chosen_lr"] == 0.003 and metrics["lr_sweep"]["fraction"] == 0.5
     assert [p["diverged"] for p in metrics["lr_sweep"]["pilots"]] == [False, False, True]
     from mlflow.tracking import MlflowClient
 

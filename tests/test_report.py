@@ -459,6 +459,58 @@ def test_the_demo_suite_reads_each_claim_on_both_tasks_beside_each_arm_s_choice_
     assert "mixed: word_order shown; bible_sections opposite" in md
 
 
+def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_path):
+    """grid=depth with its learning-rate sweep: every row's pilots and chosen rate in their own section and figure,
+    the pilots one MLflow group under the grid's run; the depth claim reads the deeper stack that trained best
+    (pre-LN here) against 2 layers of its kind, and 12 vs 24 layers is its own claim."""
+    from mlflow.tracking import MlflowClient
+
+    cfg = _ci_report_config(tmp_path, "grid=depth", "grid.families=[depth,pretraining]",
+                            "grid.pretrain=[layers_4,layers_12,layers_24,prenorm_2,prenorm_12,prenorm_24]")
+    client = MlflowClient(cfg.tracking.uri)
+    experiment = client.create_experiment(cfg.tracking.experiment)
+    fixed = {"baseline": 0.27, "layers_4": 0.28, "layers_12": 0.20, "layers_24": 0.18, "prenorm_2": 0.27,
+             "prenorm_12": 0.29, "prenorm_24": 0.31}
+    chosen = {"baseline": 1e-3, "layers_4": 1e-3, "layers_12": 3e-4, "layers_24": 1e-4, "prenorm_2": 3e-3,
+              "prenorm_12": 1e-3, "prenorm_24": 1e-3}
+    pilot_ids = []
+    for name, run in cfg.runs.items():
+        acc = fixed[run.variant] + 0.002 * run.pretrain_seed
+        pre = _pretrain(run.plots, "mlm", 0.2, acc)
+        if not run.pretrain_seed:
+            pilots = []
+            for lr in cfg.grid.sweep.lrs:
+                pilot_ids.append(client.create_run(experiment, tags={"kind": "pilot"}).info.run_id)
+                diverged = lr == 3e-3 and run.variant.startswith("layers_")
+                pilots.append({"lr": lr, "score": None if diverged else 5.0 + abs(lr - chosen[run.variant]) * 100,
+                               "acc_masked": None if diverged else 0.1, "diverged": diverged, "steps": 25,
+                               "mlflow_run_id": pilot_ids[-1]})
+            lr = chosen[run.variant]
+            pre["lr_sweep"] = {"chosen_lr": lr, "score": "fixed/loss_masked", "fraction": 0.25,
+                               "edge": lr in (min(cfg.grid.sweep.lrs), max(cfg.grid.sweep.lrs)), "pilots": pilots}
+        write_json(f"{run.metrics}/pretrain.json", pre)
+        modes = list(run.modes)
+        scores = {m: [0.5 + acc + 0.01 * s for s in range(3)] for m in modes}
+        write_json(f"{run.metrics}/finetune.json", _finetune(scores, run.pretrain_seed))
+    res = build_report(validate(cfg))
+    assert [s["row"] for s in res.sweeps] == ["baseline", *cfg.grid.pretrain]
+    assert res.summary["prenorm_24"]["pretrain_lr"] == 1e-3 and res.summary["layers_24"]["pretrain_lr"] == 1e-4
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert "## Pretraining: every row at its best learning rate" in md and "figures/lr_sweep.png" in md
+    assert "| 24 layers | 5.000 (10.0%) | 5.020 (10.0%) | 5.090 (10.0%) | diverged | 0.0001 (the grid's lowest rate) |" \
+        in md
+    by_id = {c.id: c for c in res.ledger}
+    assert by_id["depth"].rows == "24 layers pre-LN vs 2 layers pre-LN" and by_id["depth"].verdict == "shown"
+    assert by_id["depth_12_24"].rows == "24 layers pre-LN (12 vs 24) vs 12 layers pre-LN"
+    assert by_id["depth_12_24"].fixed.diff == pytest.approx(0.02)
+    assert res.table["depth"]["prenorm_24_vs_12"]["fixed_vs_diff"] == pytest.approx(0.02)
+    grid_run = client.search_runs([experiment], "tags.kind = 'grid'")[0].info.run_id
+    group = client.search_runs([experiment], "tags.kind = 'group'")
+    assert [g.info.run_name for g in group] == ["lr-sweep-depth"] and group[0].data.tags["mlflow.parentRunId"] == grid_run
+    members = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{group[0].info.run_id}'")
+    assert sorted(r.info.run_id for r in members) == sorted(pilot_ids)
+
+
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):
     out, res = report
     md, page = (out / "report.md").read_text(), (out / "index.html").read_text()

@@ -375,9 +375,10 @@ class BertFolder:
         return load_hf(folder, arch.network)
 
     def language_model(self, arch, folder: Path) -> nn.Module:
-        if not any(n.startswith("cls.predictions.transform.") for n in weight_names(folder)):
-            raise DataError(f"{folder}: no language-model head (cls.predictions.*) in its weights, so no sentence "
-                            "probability: expected a BertForMaskedLM or BertForPreTraining folder")
+        if not any(n.startswith(("cls.predictions.transform.", "lm_head.dense.")) for n in weight_names(folder)):
+            raise DataError(f"{folder}: no language-model head (cls.predictions.*, or a pre-LayerNorm export's "
+                            "lm_head.*) in its weights, so no sentence probability: expected a BertForMaskedLM, "
+                            "BertForPreTraining or RobertaPreLayerNormForMaskedLM folder")
         return self.load(arch, folder)
 
     def encoder(self, arch, folder: Path) -> nn.Module:

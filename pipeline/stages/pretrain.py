@@ -111,7 +111,7 @@ def run_pilot(lab: Lab, module: PretrainingModule, data: PairsDataModule, logger
         if not zero:
             return final
         pilot = {"variant": lab.run.variant or BASELINE, "lr": lab.optim.lr, "steps": trainer.global_step,
-                 "max_steps": lab.trainer.max_steps, "diverged": diverged is not None, "diverged_because": diverged,
+                 "max_steps": lab.trainer.max_steps, "fraction": lab.grid.sweep.fraction, "diverged": diverged is not None, "diverged_because": diverged,
                  "score_key": SCORE, "score": final.get(SCORE), "acc_masked": final.get("fixed/acc_masked"),
                  "train_seconds": round(train_seconds, 1), "mlflow_run_id": logger.run_id, **final,
                  **cost(lab.pairs.max_seq_length, module)}
