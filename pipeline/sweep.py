@@ -28,9 +28,11 @@ SCORE = "fixed/loss_masked"  # what ranks the pilots: lower is better
 
 
 def rate_text(lr: float) -> str:
-    """A rate as it appears in names and folders: ``0.0003``, ``1e-05``, ``1e12`` (``%g``, so distinct rates stay
-    distinct, without the ``+`` MLflow refuses in a name)."""
-    return f"{float(lr):g}".replace("+", "")
+    """A rate as it appears in names and folders: ``3e-4``, ``1p5e-4`` (1.5e-4), ``1e12``: distinct rates stay
+    distinct, with no ``.`` (DVC reads one in a key as nesting) and no ``+`` (MLflow refuses it in a name)."""
+    mantissa, exponent = f"{float(lr):.6e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".").replace(".", "p")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def sweep_folder(metrics_root: str, row: str) -> str:

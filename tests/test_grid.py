@@ -355,3 +355,23 @@ def test_every_claim_of_the_ledger_names_rows_its_families_have_and_what_runs_it
     runs = {c["id"]: c["run_by"] for c in claims}
     for claim_id, grid in (("depth", "depth"), ("depth_12_24", "depth"), ("contextual_vs_static", "lineage")):
         assert runs[claim_id] == f"grid={grid}" and grid in GRIDS
+
+
+def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole():
+    """grid=depth's pilots: every (row, rate) once, each key free of the dots DVC reads as nesting in
+    ``pilots.<key>``; each swept run depends on its row's pilots, an unswept grid has none."""
+    cfg = compose(["grid=depth"])
+    sweep = cfg.grid.sweep
+    assert len(cfg.pilots) == len(sweep.rows) * len(sweep.lrs) and not any("." in k for k in cfg.pilots)
+    assert cfg.pilots["prenorm_12-lr3e-4"] == {"variant": "prenorm_12", "lr": 3e-4, "pairs": cfg.paths.pairs,
+                                               "out": "metrics/sweeps/prenorm_12/lr-3e-4"}
+    assert {r.rate_from for r in cfg.runs.values() if r.variant == "layers_24"} == {"metrics/sweeps/layers_24"}
+    pilot = apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "pretrain")
+    assert (pilot.optim.lr, pilot.trainer.max_steps, pilot.model.layer_norm) == (3e-4, 200, "pre")
+    assert pilot.paths.metrics == pilot.paths.plots == "metrics/sweeps/prenorm_12/lr-3e-4"
+    with pytest.raises(ConfigError, match="pilot_lr=0.0003: only the pretrain stage runs a pilot"):
+        apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "finetune")
+    demo = compose([])
+    assert not demo.pilots and all(r.rate_from == r.pairs for r in demo.runs.values())
+    with pytest.raises(ConfigError, match="grid.sweep.rows: 'layers_99' is not a row of this grid"):
+        validate(compose(["grid=depth", "grid.sweep.rows=[baseline,layers_99]"]))

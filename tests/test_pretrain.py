@@ -381,13 +381,14 @@ def test_a_sweep_picks_the_better_rate_and_records_a_diverging_one(small_data):
              "optim.gradient_clip_val=1e30", sweep]  # no clipping: 1e12 leaves the finite numbers
     folder = root / "swept" / "metrics" / "sweeps" / "baseline"
     for lr in ("1e-07", "0.003", "1e12"):
-        r = _pretrain_here(root, paths, "swept", *extra, f"pilot_lr={lr}")
+        r = _pretrain_here(root, paths, "swept", *extra, f"pilot_lr={lr}")  # pilots: one folder a rate
         assert r.returncode == 0, r.stderr[-2000:]  # a diverging pilot is a result, not a failure
-    pilots = {lr: json.loads((folder / f"lr-{lr}" / "pilot.json").read_text()) for lr in ("1e-07", "0.003", "1e12")}
+    assert sorted(p.name for p in folder.iterdir()) == ["lr-1e-7", "lr-1e12", "lr-3e-3"]
+    pilots = {lr: json.loads((folder / f"lr-{lr}" / "pilot.json").read_text()) for lr in ("1e-7", "3e-3", "1e12")}
     assert pilots["1e12"]["diverged"] and pilots["1e12"]["score"] is None and "loss" in pilots["1e12"]["diverged_because"]
-    assert not pilots["0.003"]["diverged"] and pilots["0.003"]["steps"] == 20  # half of the 40 steps
-    assert pilots["0.003"]["score"] < pilots["1e-07"]["score"]
-    assert (folder / "lr-0.003" / "pretrain_fixed.csv").is_file() and not (root / "swept" / "out").exists()
+    assert not pilots["3e-3"]["diverged"] and pilots["3e-3"]["steps"] == 20  # half of the 40 steps
+    assert pilots["3e-3"]["score"] < pilots["1e-7"]["score"]
+    assert (folder / "lr-3e-3" / "pretrain_fixed.csv").is_file() and not (root / "swept" / "out").exists()
     r = _pretrain_here(root, paths, "swept", *extra)
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = json.loads((root / "swept" / "metrics" / "pretrain.json").read_text())
@@ -406,5 +407,5 @@ def test_a_swept_run_without_its_pilots_says_which_file_is_missing(small_data):
     r = _pretrain_here(root, paths, "unswept", "grid.sweep={rows:[baseline],lrs:[0.001,0.003],fraction:0.5}")
     assert r.returncode == 2
     line = r.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: pretrain:") and "sweeps/baseline/lr-0.001/pilot.json not found" in line, line
+    assert line.startswith("error: pretrain:") and "sweeps/baseline/lr-1e-3/pilot.json not found" in line, line
     assert not (root / "unswept" / "out").exists()
