@@ -134,7 +134,8 @@ def main() -> None:
     total = seeds * sum(r["pretrain_s"] + (r["finetune_s"] or 0) for r in variants) + \
         sum(r["pilots_s"] for r in rows.values())
     print(f"grid {base.grid.name}: {len(variants)} variants x {seeds} pretraining runs, {total / 3600:.2f} h beyond "
-          f"the baseline's {base.grid.seeds.baseline} runs, the sweep's pilots included ({vocab} vocabulary, {base.trainer.max_steps} steps of "
+          f"the baseline's {base.grid.seeds.baseline} runs, the sweep's pilots included ({vocab} vocabulary, "
+          f"{base.trainer.max_steps} steps of "
           f"{base.trainer.batch_size} x {base.pairs.max_seq_length}; zero-shot scoring and the probe not counted)")
     print(json.dumps({"grid": base.grid.name, "max_steps": base.trainer.max_steps, "overhead": round(overhead, 3),
                       "seeds_per_variant": seeds, "variants": rows,
