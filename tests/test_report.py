@@ -504,11 +504,45 @@ def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_p
     assert by_id["depth_12_24"].rows == "24 layers pre-LN (12 vs 24) vs 12 layers pre-LN"
     assert by_id["depth_12_24"].fixed.diff == pytest.approx(0.02)
     assert res.table["depth"]["prenorm_24_vs_12"]["fixed_vs_diff"] == pytest.approx(0.02)
+    rows = {r.key: r for r in next(f for f in res.families if f.name == "depth").rows}
+    assert rows["prenorm_24"].passes["steps"] == {"step": 25, "tokens": 25000, "last_gap": pytest.approx(4.0),
+                                                  "until_step": 100, "until_tokens": 100000}
+    assert rows["layers_24"].passes["steps"]["step"] is None and rows["layers_24"].passes["flops"]["flops"] is None
+    assert "Where 24 layers pre-LN passes 2 layers pre-LN on the fixed set: at the same steps it passes for good at " \
+           "step 25 (0.03M tokens); at the same training FLOPs it passes at 0.0 TFLOP." in res.findings
+    assert ("Where 24 layers passes 2 layers (baseline) on the fixed set: at the same steps it does not pass within "
+            "100 steps (0.10M tokens), −9.1 points at the last") in " ".join(res.findings)
     grid_run = client.search_runs([experiment], "tags.kind = 'grid'")[0].info.run_id
     group = client.search_runs([experiment], "tags.kind = 'group'")
     assert [g.info.run_name for g in group] == ["lr-sweep-depth"] and group[0].data.tags["mlflow.parentRunId"] == grid_run
     members = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{group[0].info.run_id}'")
     assert sorted(r.info.run_id for r in members) == sorted(pilot_ids)
+
+
+@pytest.mark.parametrize("nsp_acc, verdict", [(0.55, "not posed"), (0.80, "shown")])
+def test_the_nsp_claim_is_posed_only_once_the_head_has_learned(tmp_path, nsp_acc, verdict):
+    """NSP off against a baseline whose NSP head sits at its base rate (the fixed set's B is the actual next
+    segment in 45% of pairs: always "random" scores 55%) is "not posed", whatever the rows' difference; above it
+    the claim reads as the test says. The precondition is in the ledger either way, with the head's accuracy."""
+    cfg = _ci_report_config(tmp_path, "grid.pretrain=[nsp_off]", "grid.families=[pretraining,nsp]")
+    for name, run in cfg.runs.items():
+        pre = _pretrain(run.plots, "mlm", 0.2)
+        if run.variant == "baseline":
+            pre["fixed/nsp_acc"] = nsp_acc + 0.001 * run.pretrain_seed
+        else:
+            pre.pop("fixed/nsp_acc")
+        write_json(f"{run.metrics}/pretrain.json", pre)
+        scores = {m: [0.60 - 0.05 * (run.variant == "nsp_off") + 0.01 * s + 0.004 * run.pretrain_seed for s in range(3)]
+                  for m in run.modes}
+        write_json(f"{run.metrics}/finetune.json", _finetune(scores, run.pretrain_seed))
+    res = build_report(validate(cfg))
+    nsp = next(c for c in res.ledger if c.id == "nsp")
+    assert nsp.verdict == verdict and nsp.test.verdict == "worse"  # NSP off 5 points below either way
+    assert f"NSP head {100 * nsp_acc:.0f}." in nsp.precondition and "against its base rate 55.0%" in nsp.precondition
+    saved = json.loads((tmp_path / "reports" / "summary.json").read_text())["ledger"]["nsp"]
+    assert saved["verdict"] == verdict and saved["precondition"] == nsp.precondition
+    md = (tmp_path / "reports" / "report.md").read_text()
+    assert (f"not posed: {nsp.precondition}" in md) == (verdict == "not posed")
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):

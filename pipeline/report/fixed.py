@@ -135,3 +135,50 @@ def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, 
     return BaselineCheck(lm=lm, fixed=interval(values, confidence), floors=listed, vs_floors=vs_floors,
                          crossings=crossings(plots, listed), bigram=bigram,
                          learned=bool(bigram and vs_floors[bigram].verdict == "better"))
+
+
+def mean_curve(plots: list[str | None]) -> list[dict[str, float]]:
+    """The runs' fixed-set curves averaged at each validation step every run has (accuracy, tokens, FLOPs)."""
+    curves = [{p["step"]: p for p in read_curve(x)} for x in plots]
+    curves = [c for c in curves if c]
+    if not curves:
+        return []
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    return [{k: float(np.mean([c[s][k] for c in curves])) for k in ("step", "acc_masked", "tokens", "flops")
+             if all(k in c[s] for c in curves)} for s in steps]
+
+
+def _stays_above(points: list[tuple[float, float]]) -> float | None:
+    """The first x from which the gaps ``(x, gap)`` stay above zero to the end; None if the last is not."""
+    first = None
+    for x, gap in points:
+        first = (first if first is not None else x) if gap > 0 else None
+    return first
+
+
+def passing(row: list[str | None], ref: list[str | None]) -> dict | None:
+    """Where a row's fixed-set curve passes its reference's for good (the mean over each side's runs), in both
+    framings: at the same steps (and so tokens), and at the same training FLOPs (the reference's curve
+    interpolated at the row's FLOPs, over the budget both spent). Each: the step / tokens / FLOPs from which the
+    row stays above, or None with the last gap (points) and the span looked at."""
+    a, b = mean_curve(row), mean_curve(ref)
+    if not a or not b:
+        return None
+    at = {p["step"]: p for p in b}
+    same = [(p["step"], 100 * (p["acc_masked"] - at[p["step"]]["acc_masked"])) for p in a if p["step"] in at]
+    out: dict = {}
+    if same:
+        step = _stays_above(same)
+        tokens = next((p.get("tokens") for p in a if p["step"] == step), None)
+        out["steps"] = {"step": step, "tokens": tokens, "last_gap": round(same[-1][1], 2), "until_step": same[-1][0],
+                        "until_tokens": a[len(same) - 1].get("tokens")}
+    if all("flops" in p for p in a + b):
+        xs, ys = [p["flops"] for p in b], [p["acc_masked"] for p in b]
+        equal = [(p["flops"], 100 * (p["acc_masked"] - float(np.interp(p["flops"], xs, ys))))
+                 for p in a if xs[0] <= p["flops"] <= xs[-1]]
+        if equal:
+            out["flops"] = {"flops": _stays_above(equal), "last_gap": round(equal[-1][1], 2),
+                            "until_flops": equal[-1][0]}
+        else:  # the row's first validation already spent more than the reference's whole budget
+            out["flops"] = {"flops": None, "last_gap": None, "until_flops": xs[-1]}
+    return out or None

@@ -47,8 +47,27 @@ def ledger(res: AblationResults, probe: dict | None, confidence: float,
     for spec in claims if claims is not None else load_claims():
         base = {"id": spec["id"], "claim": spec["claim"], "paper": spec["paper"]}
         found = next((c for m in spec["measure"] if (c := measure(res, probe, m, base, confidence))), None)
+        if found and spec.get("requires") == "nsp_learned":
+            pose_nsp(found, res)
         out.append(found or Claim(**base, verdict="not run", run_by=spec["run_by"]))
     return out
+
+
+def pose_nsp(claim: Claim, res: AblationResults) -> None:
+    """The NSP claim's precondition: the baseline's NSP head above its base rate on the fixed set's pairs, beyond
+    noise. Where it is not (or no run measured it), the claim reads "not posed": NSP off against a head that never
+    learned its task compares two models without NSP."""
+    nsp = res.nsp
+    if nsp is None:
+        claim.precondition = "the baseline's NSP accuracy on the fixed set was not measured"
+        claim.verdict = "not posed"
+        return
+    learned = nsp.vs_base.verdict == "better"
+    claim.precondition = (f"the baseline's NSP head {100 * nsp.accuracy.mean:.1f}% on the fixed set's pairs against "
+                          f"its base rate {100 * nsp.base_rate:.1f}% (always the more common label): "
+                          f"{'learned' if learned else 'not learned'} ({nsp.vs_base.verdict})")
+    if not learned:
+        claim.verdict = "not posed"
 
 
 def combined(verdicts: list[str]) -> str:
@@ -184,6 +203,8 @@ def summary(claims: list[Claim]) -> dict[str, dict]:
             entry["fixed_gap_along"] = c.along
         if c.run_by:
             entry["run_by"] = c.run_by
+        if c.precondition:
+            entry["precondition"] = c.precondition
         out[c.id] = entry
     return out
 
@@ -193,6 +214,8 @@ def cell(entry: dict) -> str:
     each task's)."""
     if "diff" not in entry:
         return "not run"
+    if entry["verdict"] == "not posed":
+        return f"not posed: {entry.get('precondition', 'its precondition does not hold')}"
     def num(value: float) -> str:
         return f"{100 * value:+.1f}" if entry.get("percent", True) else f"{value:+.3f}"
 

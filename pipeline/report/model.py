@@ -178,13 +178,15 @@ class Row(Record):
     vs_fixed: Comparison | None = None
     vs_floors: dict[str, Comparison] = field(default_factory=dict)  # floor name -> one-sample test
     crossings: dict[str, Crossing] = field(default_factory=dict)  # floor name -> where its runs crossed it
+    passes: dict | None = None  # where its fixed-set curve passes its reference's (``fixed.passing``; families
+                                # with ``passes: true``)
 
     RAN = ("scores", "primary", "vs_row", "vs")
     FIXED = ("fixed", "fixed_kinds", "vs_fixed_row", "vs_fixed", "vs_floors", "crossings")
 
     def omitted(self) -> set[str]:
         return {*(() if self.ran else self.RAN), *(() if self.pretrain else ("pretrain",)),
-                *(() if self.fixed else self.FIXED)}
+                *(() if self.fixed else self.FIXED), *(() if self.passes else ("passes",))}
 
 
 @dataclass
@@ -292,9 +294,11 @@ class Claim(Record):
     run_by: str | None = None  # not run: what runs it
     tasks: list[TaskVerdict] | None = None  # a downstream claim read on every task of a suite (``verdict``:
                                             # theirs where they agree, else "mixed")
+    precondition: str | None = None  # what must hold for the claim to be posed, as measured (NSP: its head
+                                     # against its base rate); verdict "not posed" where it does not hold
 
     OMIT_NONE = ("rows", "metric", "test", "fixed", "fixed_verdict", "along", "cost_seconds", "section", "run_by",
-                 "tasks")
+                 "tasks", "precondition")
 
 
 @dataclass

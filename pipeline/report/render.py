@@ -699,6 +699,8 @@ def verdict_text(c: Claim) -> str:
     several tasks: each task's, whether or not they agree)."""
     if c.verdict == "not run":
         return f"not run: {c.run_by}"
+    if c.verdict == "not posed":
+        return f"not posed: {c.precondition}"
     if c.tasks:
         return f"{c.verdict}: " + "; ".join(f"{t.task} {one_verdict(t.verdict, t.test, c.cost_seconds)}"
                                            for t in c.tasks)

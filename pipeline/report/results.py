@@ -161,6 +161,11 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
     for row in rows:
         if row.fixed:
             row.crossings = fixed.crossings(row.pretrain.plots_all, family_floors)
+    if fam.get("passes"):  # where each row's fixed-set curve passes its reference's (depth: when depth pays)
+        for row in rows:
+            ref = next((r for r in rows if r.label == row.vs_fixed_row and r.pretrain), None)
+            if row.fixed and ref is not None:
+                row.passes = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all)
     return FamilyResult(name=name, title=fam["title"], question=fam["question"], kind=kind, floors=family_floors,
                         reference_row="the row above" if previous else (ran[0].label if ran else None), rows=rows,
                         classical=classical, paper=paper, note=fam.get("note"),
@@ -314,7 +319,28 @@ def fixed_findings(intrinsic: BaselineCheck | None, families: list[FamilyResult]
                 f"{100 * row.fixed.mean:.1f}%"
             out.append(f"{fam.title}, fixed evaluation set: {row.label} is {how} {row.vs_fixed_row} "
                        f"({against} of the masked pieces; {describe(c, 'accuracy')}).")
+            if row.passes:
+                out.append(passing_text(row))
     return out
+
+
+def passing_text(row: Row) -> str:
+    """Where a row's fixed-set curve passes its reference's, at the same steps and at the same FLOPs, in words."""
+    parts = []
+    same, flops = row.passes.get("steps"), row.passes.get("flops")
+    if same:
+        tokens = f" ({same['tokens'] / 1e6:.2f}M tokens)" if same.get("tokens") else ""
+        parts.append(f"at the same steps it passes for good at step {same['step']:.0f}{tokens}" if same["step"]
+                     is not None else f"at the same steps it does not pass within {same['until_step']:.0f} steps"
+                     + (f" ({same['until_tokens'] / 1e6:.2f}M tokens)" if same.get("until_tokens") else "")
+                     + f", {same['last_gap']:+.1f} points at the last".replace("-", "−"))
+    if flops:
+        parts.append(f"at the same training FLOPs it passes at {flops['flops'] / 1e12:.1f} TFLOP" if flops["flops"]
+                     is not None else f"at the same training FLOPs it does not pass within "
+                     f"{flops['until_flops'] / 1e12:.1f} TFLOP (the budget both spent)"
+                     + (f", {flops['last_gap']:+.1f} points there".replace("-", "−") if flops["last_gap"] is not None
+                        else ""))
+    return f"Where {row.label} passes {row.vs_fixed_row} on the fixed set: " + "; ".join(parts) + "."
 
 
 def layout_findings(probe: dict | None) -> list[str]:
