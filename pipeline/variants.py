@@ -49,6 +49,7 @@ STAGE_OUTPUTS = {
     "make_pairs": ("pairs", "metrics"),
     "eval_set": ("eval_set",),
     "pretrain": ("pretrain", "metrics", "plots"),
+    "pilot": ("metrics", "plots"),
     "finetune": ("metrics",),
     "probe": ("metrics",),
     "zero_shot": ("metrics",),
@@ -324,6 +325,9 @@ def _apply_run(cfg: DictConfig, stage: str, swept: bool = True) -> DictConfig:
     variant, k = cfg.get("variant") or BASELINE, cfg.get("pretrain_seed") or 0
     if cfg.get("pilot_lr") is not None:
         return _apply_pilot(cfg, stage, variant, k)
+    if stage == "pilot":
+        raise ConfigError("pilot_lr is null: expected the pilot's peak learning rate (pilot_lr=3e-4, one of "
+                          "grid.sweep.lrs); a full run is the pretrain stage's")
     out = _run_settings(cfg, stage, variant, k)
     return _swept_rate(out, variant, str(cfg.paths.metrics)) if stage == "pretrain" and swept else out
 
@@ -359,9 +363,9 @@ def _apply_pilot(cfg: DictConfig, stage: str, variant: str, k: int) -> DictConfi
     """A pilot of the learning-rate sweep (``pilot_lr``): the row's first run at that peak rate for the sweep's
     share of the steps, writing its record and curves to its pilot folder (``pipeline.sweep``)."""
     lr = float(cfg.pilot_lr)
-    if stage != "pretrain":
-        raise ConfigError(f"pilot_lr={lr:g}: only the pretrain stage runs a pilot of the learning-rate sweep; run the "
-                          f"{stage} stage without pilot_lr=")
+    if stage not in ("pilot", "pretrain"):
+        raise ConfigError(f"pilot_lr={lr:g}: only the pilot stage (or the pretrain stage) runs a pilot of the "
+                          f"learning-rate sweep; run the {stage} stage without pilot_lr=")
     if k:
         raise ConfigError(f"pilot_lr={lr:g} with pretrain_seed={k}: a row is piloted on its first run only; run it "
                           "without pretrain_seed=")

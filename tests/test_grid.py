@@ -369,8 +369,10 @@ def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole(
     pilot = apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "pretrain")
     assert (pilot.optim.lr, pilot.trainer.max_steps, pilot.model.layer_norm) == (3e-4, 200, "pre")
     assert pilot.paths.metrics == pilot.paths.plots == "metrics/sweeps/prenorm_12/lr-3e-4"
-    with pytest.raises(ConfigError, match="pilot_lr=0.0003: only the pretrain stage runs a pilot"):
+    with pytest.raises(ConfigError, match="pilot_lr=0.0003: only the pilot stage"):
         apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "finetune")
+    with pytest.raises(ConfigError, match="pilot_lr is null: expected the pilot's peak learning rate"):
+        apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12"}), "pilot")
     demo = compose([])
     assert not demo.pilots and all(r.rate_from == r.pairs for r in demo.runs.values())
     with pytest.raises(ConfigError, match="grid.sweep.rows: 'layers_99' is not a row of this grid"):

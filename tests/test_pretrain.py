@@ -381,7 +381,8 @@ def test_a_sweep_picks_the_better_rate_and_records_a_diverging_one(small_data):
              "optim.gradient_clip_val=1e30", sweep]  # no clipping: 1e12 leaves the finite numbers
     folder = root / "swept" / "metrics" / "sweeps" / "baseline"
     for lr in ("1e-07", "0.003", "1e12"):
-        r = _pretrain_here(root, paths, "swept", *extra, f"pilot_lr={lr}")  # pilots: one folder a rate
+        r = run_stage_here("pilot", *_pretrain_overrides(root, paths, "swept", *extra, f"pilot_lr={lr}"),
+                           env=_env(root))  # the pilot stage: one folder a rate
         assert r.returncode == 0, r.stderr[-2000:]  # a diverging pilot is a result, not a failure
     assert sorted(p.name for p in folder.iterdir()) == ["lr-1e-7", "lr-1e12", "lr-3e-3"]
     pilots = {lr: json.loads((folder / f"lr-{lr}" / "pilot.json").read_text()) for lr in ("1e-7", "3e-3", "1e12")}
