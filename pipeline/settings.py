@@ -233,11 +233,18 @@ class ObjectiveSettings(Settings):
     name: str = setting(TEXT)
     lm: str = setting(one_of(LM_OBJECTIVES))
     nsp: bool = setting(BOOL)
+    nsp_weight: float | None = setting(POSITIVE.or_null(" (no NSP loss)"))  # the NSP loss's weight in the total
 
     def check(self, key: str) -> None:
         if self.lm == "left_to_right" and self.nsp:
             raise ConfigError(f"{key}.nsp=true is not allowed with {key}.lm=left_to_right: expected false "
                               "(a left-to-right model has no bidirectional [CLS] to classify pairs with)")
+        if not self.nsp and self.nsp_weight is not None:
+            raise ConfigError(f"{key}.nsp_weight={self.nsp_weight} is not allowed with {key}.nsp=false: expected null "
+                              f"(objective {self.name} has no NSP loss to weigh)")
+        if self.nsp and self.nsp_weight is None:
+            raise ConfigError(f"{key}.nsp_weight=null is not allowed with {key}.nsp=true: expected a positive number "
+                              "(BERT's: 1.0, the two losses summed)")
 
 
 @dataclass(frozen=True, kw_only=True)

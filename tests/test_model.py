@@ -421,3 +421,19 @@ def test_config_mismatch_is_a_clear_error(tmp_path):
     (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="model.hidden_size=32 is not allowed: expected a multiple of"):
         load_hf(tmp_path / "m")
+
+
+def test_the_nsp_loss_weight_scales_the_nsp_term_alone():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny()).eval()
+    ids = random_ids()
+    masked = torch.zeros_like(ids, dtype=torch.bool)
+    masked[0, [1, 4]] = masked[1, 7] = True
+    with torch.no_grad():
+        out = model(ids, masked_positions=masked)
+    nsp_labels = torch.tensor([0, 1])
+    total, mlm, nsp = pretraining_loss(out, ids[masked], nsp_labels)
+    assert torch.equal(total, mlm + nsp)  # BERT's: the two summed, bit for bit
+    weighted, mlm3, nsp3 = pretraining_loss(out, ids[masked], nsp_labels, nsp_weight=3.0)
+    assert torch.equal(mlm3, mlm) and torch.equal(nsp3, nsp)
+    torch.testing.assert_close(weighted, mlm + 3.0 * nsp)

@@ -231,3 +231,15 @@ def test_a_number_is_finite_and_not_a_boolean(value):
         assert not kind.allows(value)
         with pytest.raises(ConfigError, match=r"^x\.y=.* is not allowed: expected "):
             kind.check("x.y", value)
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["objective=mlm", "objective.nsp_weight=2.0"],
+     "objective.nsp_weight=2.0 is not allowed with objective.nsp=false: expected null"),
+    (["objective.nsp_weight=null"], "objective.nsp_weight=null is not allowed with objective.nsp=true"),
+    (["objective.nsp_weight=-1"], "objective.nsp_weight=-1"),
+])
+def test_an_nsp_setting_without_nsp_is_refused_naming_the_key(overrides, fragment):
+    with pytest.raises(ConfigError) as e:
+        validate(compose(overrides))
+    assert fragment in str(e.value) and "\n" not in str(e.value)

@@ -471,9 +471,11 @@ class BertForPreTraining(nn.Module):
 
 
 def pretraining_loss(
-    out: PreTrainingOutput, mlm_labels: torch.Tensor, nsp_labels: torch.Tensor | None = None
+    out: PreTrainingOutput, mlm_labels: torch.Tensor, nsp_labels: torch.Tensor | None = None,
+    nsp_weight: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(total, mlm_loss, nsp_loss): mean cross-entropies, total = mlm + nsp as in Hugging Face.
+    """(total, mlm_loss, nsp_loss): mean cross-entropies, total = mlm + nsp as in Hugging Face (``nsp_weight``:
+    mlm + nsp_weight x nsp).
 
     ``mlm_labels`` must match ``out.mlm_logits``:
       * full logits (B, T, V): labels (B, T), -100 where no prediction is scored
@@ -492,7 +494,7 @@ def pretraining_loss(
     if nsp_labels is None:
         return mlm_loss, mlm_loss, None
     nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.reshape(-1))
-    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
+    return mlm_loss + (nsp_loss if nsp_weight == 1.0 else nsp_weight * nsp_loss), mlm_loss, nsp_loss
 
 
 def _mlm_loss(logits: torch.Tensor, mlm_labels: torch.Tensor) -> torch.Tensor:

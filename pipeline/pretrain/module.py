@@ -60,6 +60,7 @@ class PretrainSetup:
     pairs: Path                 # the examples' folder (word2vec draws noise by their token counts)
     masking: MaskingConfig      # a masked LM's
     nsp: bool                   # a masked LM's next-sentence prediction
+    nsp_weight: float | None = None  # its loss's weight in the total (None: BERT's 1)
 
     def common(self) -> dict:
         """The arguments every pretraining module takes."""
@@ -240,7 +241,7 @@ class BertPretraining(PretrainingModule):
 
     def __init__(self, config: BertConfig, masking: MaskingConfig, *, nsp: bool, optim: dict, max_steps: int,
                  seed: int, mask_id: int, cls_id: int, sep_id: int, continuation: torch.Tensor | None = None,
-                 fused_optimizer: bool = True, eval_set: EvalSet | None = None):
+                 fused_optimizer: bool = True, eval_set: EvalSet | None = None, nsp_weight: float | None = None):
         super().__init__(optim=optim, max_steps=max_steps, fused_optimizer=fused_optimizer, eval_set=eval_set)
         # seed + pretrain_seed: logged as the config; the fixed set: a DVC-tracked file
         self.save_hyperparameters(ignore=["continuation", "seed", "eval_set"])
@@ -249,6 +250,7 @@ class BertPretraining(PretrainingModule):
         self.ltr = config.causal
         self.lm = config.metric_prefix
         self.masking, self.nsp = masking, nsp and not self.ltr
+        self.nsp_weight = 1.0 if nsp_weight is None else float(nsp_weight)
         self.seed, self.mask_id, self.vocab_size = seed, mask_id, config.vocab_size
         self.cls_id, self.sep_id = cls_id, sep_id
         # Accumulated over a whole validation pass (counts, not means of means).
@@ -258,7 +260,7 @@ class BertPretraining(PretrainingModule):
     @classmethod
     def from_setup(cls, config: BertConfig, setup: PretrainSetup) -> "BertPretraining":
         m = setup.masking
-        return cls(config, m, nsp=setup.nsp, mask_id=setup.special["mask"],
+        return cls(config, m, nsp=setup.nsp, nsp_weight=setup.nsp_weight, mask_id=setup.special["mask"],
                    continuation=continuation_table(setup.vocab) if m.whole_word else None, **setup.common())
 
     def flops_per_token(self, length: int) -> float:
@@ -335,7 +337,7 @@ class BertPretraining(PretrainingModule):
         out = self.model(inputs, batch["token_type_ids"], batch["attention_mask"], masked_positions=positions,
                          mlm_targets=targets, return_predictions=predict)
         nsp_labels = batch["next_sentence_label"] if self.nsp else None
-        loss, lm_loss, nsp_loss = pretraining_loss(out, targets, nsp_labels)
+        loss, lm_loss, nsp_loss = pretraining_loss(out, targets, nsp_labels, self.nsp_weight)
         B, lm = batch["input_ids"].shape[0], self.lm
         self.check_finite(loss, split)
         if split == "train":

@@ -159,7 +159,8 @@ def pretrain_setup(lab: Lab, tok) -> PretrainSetup:
     return PretrainSetup(optim=as_plain(lab.optim), max_steps=lab.trainer.max_steps, seed=lab.run.training_seed,
                          fused_optimizer=lab.runtime.fused_optimizer, eval_set=EvalSet(lab.paths.eval_set),
                          special=special_ids(tok), vocab=vocab_list(tok), pairs=Path(lab.paths.pairs),
-                         masking=MaskingConfig(**as_plain(lab.masking)), nsp=lab.objective.nsp)
+                         masking=MaskingConfig(**as_plain(lab.masking)), nsp=lab.objective.nsp,
+                         nsp_weight=lab.objective.nsp_weight)
 
 
 def build_module(lab: Lab, arch: Architecture, tok) -> PretrainingModule:
