@@ -168,10 +168,10 @@ def passing(row: list[str | None], ref: list[str | None]) -> dict | None:
     same = [(p["step"], 100 * (p["acc_masked"] - at[p["step"]]["acc_masked"])) for p in a if p["step"] in at]
     out: dict = {}
     if same:
-        step = _stays_above(same)
-        tokens = next((p.get("tokens") for p in a if p["step"] == step), None)
-        out["steps"] = {"step": step, "tokens": tokens, "last_gap": round(same[-1][1], 2), "until_step": same[-1][0],
-                        "until_tokens": a[len(same) - 1].get("tokens")}
+        step, last = _stays_above(same), same[-1][0]
+        tokens = {p["step"]: p.get("tokens") for p in a}
+        out["steps"] = {"step": step, "tokens": tokens.get(step), "last_gap": round(same[-1][1], 2),
+                        "until_step": last, "until_tokens": tokens[last]}
     if all("flops" in p for p in a + b):
         xs, ys = [p["flops"] for p in b], [p["acc_masked"] for p in b]
         equal = [(p["flops"], 100 * (p["acc_masked"] - float(np.interp(p["flops"], xs, ys))))
