@@ -143,13 +143,15 @@ def grid_runs(cfg: DictConfig) -> dict[str, dict]:
 
 
 def grid_pilots(cfg: DictConfig) -> dict[str, dict]:
-    """Every pilot of the grid's learning-rate sweep (``pipeline.sweep``), ``{<row>-lr<rate>: {variant, lr, pairs,
-    out}}``: its row, its peak rate, the examples its row trains on and its folder; none without ``grid.sweep``."""
+    """Every pilot of the grid's learning-rate sweep (``pipeline.sweep``), ``{<row>-lr<rate>: {variant, lr, set,
+    pairs, out}}``: its row, its peak rate, the row's settings (so that a pilot reruns when they change), the
+    examples its row trains on and its folder; none without ``grid.sweep``."""
     grid = GridSettings.read(cfg.grid)
     if not grid.sweep:
         return {}
     runs = grid_runs(cfg)
-    return {pilot_name(row, lr): {"variant": row, "lr": float(lr), "pairs": runs[run_name(row, 0)]["pairs"],
+    return {pilot_name(row, lr): {"variant": row, "lr": float(lr), "set": runs[run_name(row, 0)]["set"],
+                                  "pairs": runs[run_name(row, 0)]["pairs"],
                                   "out": pilot_folder(str(cfg.paths.metrics), row, lr)}
             for row in grid.sweep.rows for lr in grid.sweep.lrs}
 

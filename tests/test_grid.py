@@ -364,6 +364,7 @@ def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole(
     sweep = cfg.grid.sweep
     assert len(cfg.pilots) == len(sweep.rows) * len(sweep.lrs) and not any("." in k for k in cfg.pilots)
     assert cfg.pilots["prenorm_12-lr3e-4"] == {"variant": "prenorm_12", "lr": 3e-4, "pairs": cfg.paths.pairs,
+                                               "set": find_variant(cfg, "prenorm_12"),
                                                "out": "metrics/sweeps/prenorm_12/lr-3e-4"}
     assert {r.rate_from for r in cfg.runs.values() if r.variant == "layers_24"} == {"metrics/sweeps/layers_24"}
     pilot = apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "pretrain")
