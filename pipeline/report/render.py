@@ -610,7 +610,8 @@ def sweep_section(doc: Doc, res: AblationResults) -> None:
     """Pretraining at each row's best: every swept row's pilots at each peak rate, and the rate it trained at."""
     doc.heading("Pretraining: every row at its best learning rate")
     first = res.sweeps[0]
-    doc.para(f"Each swept row's first run is piloted at every peak learning rate for {100 * first['fraction']:g}% of "
+    share = f"{100 * first['fraction']:g}% of" if first.get("fraction") else "a share of"
+    doc.para(f"Each swept row's first run is piloted at every peak learning rate for {share} "
              "its steps (warm-up and decay shrunk with it) and scored on the fixed evaluation set; every run of the "
              "row then trains at the rate whose pilot reached the lowest loss at the masked positions (accuracy "
              "ties while a pilot is still on the unigram plateau; the loss still ranks it). A pilot whose loss left "
