@@ -185,12 +185,18 @@ def test_local_init_keeps_the_rest_as_bert_s_and_loads_in_transformers(tmp_path)
         assert torch.allclose(hf(ids).logits, pre(ids).mlm_logits, atol=1e-5)
 
 
-def test_gathered_logits_and_loss_equal_full():
+def _masked_batch():
+    """A tiny BERT (seed 0), two random rows, and three masked positions among them."""
     torch.manual_seed(0)
     model = BertForPreTraining(tiny()).eval()
     ids = random_ids()
     masked = torch.zeros_like(ids, dtype=torch.bool)
     masked[0, [1, 4]] = masked[1, 7] = True
+    return model, ids, masked
+
+
+def test_gathered_logits_and_loss_equal_full():
+    model, ids, masked = _masked_batch()
     labels = torch.where(masked, ids, -100)
     with torch.no_grad():
         full, gathered = model(ids), model(ids, masked_positions=masked)
@@ -424,11 +430,7 @@ def test_config_mismatch_is_a_clear_error(tmp_path):
 
 
 def test_the_nsp_loss_weight_scales_the_nsp_term_alone():
-    torch.manual_seed(0)
-    model = BertForPreTraining(tiny()).eval()
-    ids = random_ids()
-    masked = torch.zeros_like(ids, dtype=torch.bool)
-    masked[0, [1, 4]] = masked[1, 7] = True
+    model, ids, masked = _masked_batch()
     with torch.no_grad():
         out = model(ids, masked_positions=masked)
     nsp_labels = torch.tensor([0, 1])
