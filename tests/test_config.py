@@ -74,6 +74,18 @@ def test_demo_long_is_the_demo_baseline_trained_longer():
         {k: v for k, v in demo.finetune.items() if k not in ("epochs", "seeds")}
 
 
+def test_depth_word_order_is_grid_depth_fine_tuned_on_word_order_alone():
+    """experiment=depth_word_order is grid=depth's pretraining (the same runs, settings and pilots) with one
+    finetune stage per run, on word_order, instead of one per run and demo task."""
+    depth, cheap = compose(["grid=depth"]), compose(["experiment=depth_word_order"])
+    validate(cheap)
+    assert cheap.runs == depth.runs and cheap.pilots == depth.pilots
+    assert cheap.task.name == "word_order" and cheap.get("suite") is None
+    assert list(cheap.finetunes) == list(depth.runs)
+    assert sorted(depth.finetunes) == sorted(f"{run}-{task}" for run in depth.runs
+                                             for task in ("word_order", "bible_sections"))
+
+
 def test_dvc_path_reads_params_yaml():
     """What DVC runs (--config-name from_params) sees exactly params.yaml."""
     r = run_stage("pretrain", "--config-name", "from_params", "--cfg", "job")
