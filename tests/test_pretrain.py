@@ -363,6 +363,9 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
     blimp = validate(compose([f"zero_shot.data={tmp_path / 'blimp'}", "zero_shot.pairs=1"])).zero_shot
     assert scores[-1] == score_folder(root / "along" / "out" / "hf", blimp).summary()["overall"]  # as the export scores
     assert "blimp" not in curves["plain"][0]
+    nsp = [float(r["nsp_acc"]) for r in curves["plain"]]  # the NSP head on the fixed set's pairs, at every validation
+    assert len(nsp) == len(curves["plain"]) and all(0 <= a <= 1 for a in nsp)
+    assert nsp[-1] == pytest.approx(metrics["plain"]["fixed/nsp_acc"], abs=1e-6)
     settings = validate(compose([*along])).zero_shot
     tok = load_tokenizer(root / "tokenizer")
     assert along_pretraining(settings, architecture("bert").scorer, tok, baseline=False) is None  # the baseline's only

@@ -112,8 +112,11 @@ def _pretrain(plots: str, lm: str, final_acc: float, fixed_acc: float | None = N
     for split, steps in (("train", range(0, 101, 10)), ("val", (50, 100))):
         rows = [f"{step},{9 - 3 * step / 100},{final_acc * step / 100}" for step in steps]
         Path(plots, f"pretrain_{split}.csv").write_text("\n".join([f"step,loss,{lm}_acc", *rows]) + "\n")
-    rows = [f"{step},{fixed_acc * step / 100},{1000 * step},{0.1 * step},{1e9 * step}" for step in (25, 50, 75, 100)]
-    Path(plots, "pretrain_fixed.csv").write_text("\n".join(["step,acc_masked,tokens,seconds,flops", *rows]) + "\n")
+    nsp = lm == "mlm"  # the NSP head on the fixed set's pairs, rising to its final accuracy
+    rows = [f"{step},{fixed_acc * step / 100},{1000 * step},{0.1 * step},{1e9 * step}"
+            + (f",{0.5 + fixed_acc / 10 * step / 100}" if nsp else "") for step in (25, 50, 75, 100)]
+    Path(plots, "pretrain_fixed.csv").write_text(
+        "\n".join(["step,acc_masked,tokens,seconds,flops" + (",nsp_acc" if nsp else ""), *rows]) + "\n")
     layout = _layout(fixed_acc + 0.1, weak=fixed_acc + 0.03)
     # along pretraining the first 25 rows of each cell (steps 50 and 99), then all 100 after training (step 100)
     rows = [",".join([str(step), str(1000 * step), str(n), *(str(v * step / 99) for v in layout.values())])
@@ -211,6 +214,9 @@ def test_nsp_is_read_against_its_base_rate(report):
     assert res.summary["floors"]["nsp_base_rate"] == pytest.approx(0.55)
     assert any(f.startswith("Next-sentence prediction: B is the actual next segment in 45.0% of the fixed set's")
                for f in res.findings)
+    folder, _ = report  # its curve along pretraining, against the base rate, beside the baseline's fixed-set curve
+    assert "figures/baseline_nsp_curve.png" in (folder / "report.md").read_text()
+    assert (folder / "figures" / "baseline_nsp_curve.png").stat().st_size > 1000
 
 
 def test_pretraining_variants_are_tested_on_the_fixed_set_beside_their_floors(report):

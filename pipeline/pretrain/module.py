@@ -84,8 +84,7 @@ class PretrainingModule(L.LightningModule):
     along: Callable[[torch.nn.Module], float | None] | None = None
     # The layout probe along pretraining: the first ``probe_along`` rows of each cell at every validation (the
     # baseline's runs; 0 for the others: the whole probe reads several times the fixed set's tokens). At the
-    # validation after training (``final``, set by the pretrain stage) every run is scored on all of it, and on
-    # what is measured at the end only (``final_metrics``).
+    # validation after training (``final``, set by the pretrain stage) every run is scored on all of it.
     probe_along: int = 0
     final: bool = False
 
@@ -153,7 +152,6 @@ class PretrainingModule(L.LightningModule):
         if self.eval_set is not None:
             rows = None if self.final else self.probe_along
             measured = {**self.fixed_metrics(), **(self.probe_metrics(rows) if rows != 0 else {}),
-                        **(self.final_metrics() if self.final else {}),
                         **{f"fixed/{k}": float(v) for k, v in self.seen.items()}}
             for k, v in measured.items():
                 self.log(k, v)
@@ -194,10 +192,6 @@ class PretrainingModule(L.LightningModule):
         rows_per_cell = int(np.bincount(probe.arrays["cell"], minlength=len(probe.cells)).min())
         return {**{f"layout/{k}": v for k, v in probe.accuracy(torch.cat(hits).numpy()).items()},
                 "layout/rows": float(rows_per_cell)}
-
-    def final_metrics(self) -> dict[str, float]:
-        """What a kind of model is scored on once, after training (none by default)."""
-        return {}
 
     def fixed_scores(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted piece (M,), cross-entropy of the true piece (M,)) at the M positions where ``batch["kind"]``
@@ -268,12 +262,15 @@ class BertPretraining(PretrainingModule):
         share = 1.0 if self.ltr else self.masking.mlm_probability
         return self.model.config.train_flops_per_token(length, share)
 
+    def fixed_metrics(self) -> dict[str, float]:
+        """The masked LM's scores on the fixed set, and with NSP the head's accuracy on its clean pairs, at every
+        validation: the curve shows when (and whether) the head leaves its base rate."""
+        return {**super().fixed_metrics(), **(self.nsp_metrics() if self.nsp else {})}
+
     @torch.no_grad()
-    def final_metrics(self) -> dict[str, float]:
-        """With NSP: its accuracy on the fixed set's clean pairs (``fixed/nsp_acc``; about half of their B segments
-        are the actual next one, ``meta.json``'s ``stats.actual_next``)."""
-        if not self.nsp:
-            return {}
+    def nsp_metrics(self) -> dict[str, float]:
+        """The NSP head's accuracy on the fixed set's clean pairs (``fixed/nsp_acc``; about half of their B
+        segments are the actual next one, ``meta.json``'s ``stats.actual_next``)."""
         right = total = 0
         for batch in self.eval_set.batches(self.FIXED_BATCH):
             batch = {k: v.to(self.device) for k, v in batch.items()}

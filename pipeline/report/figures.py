@@ -249,6 +249,42 @@ def contextuality_figure(probe: dict):
     return fig
 
 
+def nsp_curves_figure(rows: list[tuple[str, list]], base_rate: float, title: str):
+    """The NSP head's accuracy on the fixed set's pairs along pretraining, against steps: per row the mean over its
+    runs with a band from the lowest to the highest, and the base rate (always the more common label) named. None
+    when no run logged it (curves written before the head was scored along training)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    drawn = 0
+    for i, (label, plots) in enumerate(rows):
+        curves = [[r for r in c if "nsp_acc" in r] for c in (read_fixed_curve(p) for p in plots)]
+        curves = [c for c in curves if c]
+        if not curves:
+            continue
+        n, color = min(len(c) for c in curves), COLORS[i % len(COLORS)]
+        acc = [[100 * c[j]["nsp_acc"] for c in curves] for j in range(n)]
+        steps = [sum(c[j]["step"] for c in curves) / len(curves) for j in range(n)]
+        ax.plot(steps, [sum(a) / len(a) for a in acc], "o-", color=color, lw=1.5, markersize=3,
+                label=f"{label} (mean of {len(curves)} run{'s' if len(curves) > 1 else ''})")
+        if len(curves) > 1:
+            ax.fill_between(steps, [min(a) for a in acc], [max(a) for a in acc], color=color, alpha=0.2, lw=0,
+                            label="band: lowest to highest run" if not drawn else None)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    name = f"base rate {100 * base_rate:.1f}%"
+    ax.axhline(100 * base_rate, **REFERENCE)
+    ax.annotate(name, (1.0, 100 * base_rate), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                textcoords="offset points", va="center", fontsize=7, color="#333")
+    ax.set(xlabel="pretraining step", ylabel="NSP accuracy on the fixed set's pairs (%)",
+           title=f"{title}: next-sentence prediction along pretraining",
+           ylim=(min(45.0, ax.get_ylim()[0]), max(100 * base_rate + 10, ax.get_ylim()[1]) + 2))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout(rect=(0, 0, 0.9, 1))
+    return fig
+
+
 def along_figure(along: dict, floor: dict | None):
     """The baseline along pretraining, against steps: the fixed set's masked accuracy with the count-based floors
     (left) and BLiMP with its interval over runs, chance and the n-gram floor (right), each line named."""

@@ -18,7 +18,7 @@ from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.model_config import LM_KINDS
 from pipeline.report.figures import (along_figure, bars_figure, choices_figure, contextuality_figure,
                                      curves_figure, fixed_curves_figure, grammar_figure, layout_along_figure,
-                                     layout_figure, png, suite_figure, sweep_figure)
+                                     layout_figure, nsp_curves_figure, png, suite_figure, sweep_figure)
 from pipeline.report.ledger import PROBE_SECTION, trend
 from pipeline.report.protocol import BIG_DROP, NEAR_CHANCE
 from pipeline.report.model import (AblationResults, Claim, Comparison, Crossing, FamilyResult, Floor, Interval,
@@ -104,6 +104,9 @@ def intrinsic_section(doc: "Doc", res: AblationResults) -> None:
     plots = [r.pretrain.plots for r in res.runs.values() if r.variant == BASELINE]
     doc.figure("baseline_fixed_curves.png", fixed_curves_figure([("baseline", plots)], baseline.floors, "Baseline"),
                "the baseline on the fixed evaluation set along pretraining")
+    nsp = res.nsp and nsp_curves_figure([("baseline", plots)], res.nsp.base_rate, "Baseline")
+    if nsp:
+        doc.figure("baseline_nsp_curve.png", nsp, "the baseline's NSP head on the fixed set's pairs along pretraining")
     if not baseline.learned:
         doc.para(f"Warning: at {res.runs[BASELINE].pretrain.steps} steps the baseline is not above the bigram floor. "
                  "Every comparison below is made on a model that has not learned context; read them as the machinery "

@@ -256,7 +256,7 @@ def _scratch_dir():
 
 
 # The fixed evaluation set along training (``plots/pretrain_fixed.csv``): what the report's learning curves draw.
-FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", "fixed/loss_masked",
+FIXED_CURVE = ("fixed/acc_masked", "fixed/acc_replaced", "fixed/acc_unchanged", "fixed/loss_masked", "fixed/nsp_acc",
                "fixed/tokens", "fixed/token_slots", "fixed/flops", "fixed/seconds", "fixed/blimp")
 
 
