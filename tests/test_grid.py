@@ -368,7 +368,8 @@ def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole(
                                                "out": "metrics/sweeps/prenorm_12/lr-3e-4"}
     assert {r.rate_from for r in cfg.runs.values() if r.variant == "layers_24"} == {"metrics/sweeps/layers_24"}
     pilot = apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "pretrain")
-    assert (pilot.optim.lr, pilot.trainer.max_steps, pilot.model.layer_norm) == (3e-4, 200, "pre")
+    assert (pilot.optim.lr, pilot.trainer.max_steps, pilot.model.layer_norm) == \
+        (3e-4, round(sweep.fraction * cfg.trainer.max_steps), "pre")
     assert pilot.paths.metrics == pilot.paths.plots == "metrics/sweeps/prenorm_12/lr-3e-4"
     with pytest.raises(ConfigError, match="pilot_lr=0.0003: only the pilot stage"):
         apply_variant(OmegaConf.merge(cfg, {"variant": "prenorm_12", "pilot_lr": 3e-4}), "finetune")
