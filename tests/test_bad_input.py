@@ -133,7 +133,7 @@ def test_bad_probe_settings_are_named(tmp_path, override, message):
 DATA_SETTING = {"pipeline.finetune.tasks.glue": "data_dir", "pipeline.finetune.tasks.squad": "train",
                 "pipeline.finetune.tasks.conll": "train", "pipeline.finetune.tasks.table": "train",
                 "pipeline.finetune.tasks.hf_dataset": "path", "pipeline.finetune.tasks.bible_sections": None,
-                "pipeline.finetune.tasks.word_order": None}
+                "pipeline.finetune.tasks.word_order": None, "pipeline.finetune.tasks.verse_next": None}
 TASKS = sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"))
 
 

@@ -86,6 +86,25 @@ def test_depth_word_order_is_grid_depth_fine_tuned_on_word_order_alone():
                                              for task in ("word_order", "bible_sections"))
 
 
+def test_nsp_posed_is_the_demo_with_4_heads_for_6400_steps_and_the_2_head_model_as_a_row():
+    """experiment=nsp_posed changes the heads and the budget only; its grid keeps NSP on, off, off with full
+    sentences and the demo's 2 heads as rows, each fine-tuned on a single-sentence and a sentence-pair task."""
+    demo, posed = compose(), compose(["experiment=nsp_posed"])
+    validate(posed)
+    assert posed.model.num_attention_heads == 4 and demo.model.num_attention_heads == 2
+    assert {k: v for k, v in posed.model.items() if k not in ("name", "num_attention_heads")} == \
+        {k: v for k, v in demo.model.items() if k not in ("name", "num_attention_heads")}
+    assert posed.trainer.max_steps == 8 * demo.trainer.max_steps
+    for group in ("pairs", "masking", "objective", "optim", "tokenizer"):
+        assert posed[group] == demo[group], group
+    assert list(posed.runs) == ["baseline", "baseline-s1", "baseline-s2", "nsp_off", "nsp_off-s1",
+                                "nsp_off_full_sentences", "nsp_off_full_sentences-s1", "nsp_heads_2", "nsp_heads_2-s1"]
+    assert "model.num_attention_heads=2" in posed.runs["nsp_heads_2"].set
+    assert list(posed.suite.tasks) == ["word_order", "verse_next"]
+    assert sorted(posed.finetunes) == sorted(f"{run}-{task}" for run in posed.runs
+                                             for task in ("word_order", "verse_next"))
+
+
 def test_dvc_path_reads_params_yaml():
     """What DVC runs (--config-name from_params) sees exactly params.yaml."""
     r = run_stage("pretrain", "--config-name", "from_params", "--cfg", "job")

@@ -15,7 +15,7 @@ from pipeline.errors import DataError
 from pipeline.finetune.protocol import Choice, choose, run_mode
 from pipeline.finetune.sentence import classical
 from pipeline.finetune.tasks.base import Example, TaskData, shuffled_words, split_heldout
-from pipeline.finetune.tasks.bible import distinct_words, swap_words, word_order
+from pipeline.finetune.tasks.bible import distinct_words, swap_words, verse_next, word_order
 from pipeline.finetune.training import Grid, Recipe, Runner
 from pipeline.model.bert import BertConfig, BertForSequenceClassification
 
@@ -156,6 +156,32 @@ def test_the_reading_task_moves_words_and_nothing_else():
     assert Counter(re.findall(r"\w+", out.lower())) == Counter(re.findall(r"\w+", text.lower()))
     assert sum(a != b for a, b in zip(out.split(), text.split())) == 4  # two pairs, no word moved twice
     assert swap_words("the the the the", rng, swaps=1) is None and distinct_words("a A b, b.") == 2
+
+
+def test_the_pair_task_pairs_a_verse_with_the_next_or_with_another_chapter_of_its_book():
+    """verse_next: a ``next`` pair is two consecutive verses of one chapter; an ``other chapter`` pair's B is from
+    another chapter of the same book and the same split (held-out pairs hold held-out chapters only); no verse is
+    an A twice (half the verses make pairs, less a pair per chapter), the classes are balanced, and the task is the same every time."""
+    from pipeline.data.corpus import bible_verses, in_valid_split
+
+    task = verse_next(None, None, 0.1, 1234)
+    assert task.labels == ["other chapter", "next"] and verse_next(None, None, 0.1, 1234) == task
+    where = {}
+    for v in bible_verses():
+        where.setdefault(v.text, []).append(v)
+    for split, held in (("train", False), ("dev", True)):
+        examples = getattr(task, split)
+        assert 0.45 < np.mean([e.label for e in examples]) < 0.55
+        for e in examples:
+            pairs = [(a, b) for a in where[e.text_a] if a.document_id == e.group for b in where[e.text_b]]
+            if e.label == 1:
+                assert any(b.document_id == a.document_id and b.verse == a.verse + 1 for a, b in pairs)
+            else:
+                assert any(b.book == a.book and b.chapter != a.chapter
+                           and in_valid_split(b.document_id, 0.1, 1234) == held for a, b in pairs)
+            assert pairs and in_valid_split(e.group, 0.1, 1234) == held
+    verses = sum(1 for _ in bible_verses())
+    assert verses // 2 - 1189 < len(task.train) + len(task.dev) <= verses // 2  # each verse in one pair at most
 
 
 def test_the_word_order_task_refuses_a_bad_setting_naming_it():

@@ -104,9 +104,12 @@ def intrinsic_section(doc: "Doc", res: AblationResults) -> None:
     plots = [r.pretrain.plots for r in res.runs.values() if r.variant == BASELINE]
     doc.figure("baseline_fixed_curves.png", fixed_curves_figure([("baseline", plots)], baseline.floors, "Baseline"),
                "the baseline on the fixed evaluation set along pretraining")
-    nsp = res.nsp and nsp_curves_figure([("baseline", plots)], res.nsp.base_rate, "Baseline")
+    rows = [(variant, [r.pretrain.plots for r in res.runs.values() if r.variant == variant])
+            for variant in dict.fromkeys(r.variant for r in res.runs.values())]  # a row without NSP draws nothing
+    nsp = res.nsp and nsp_curves_figure(rows, res.nsp.base_rate, "Baseline")
     if nsp:
-        doc.figure("baseline_nsp_curve.png", nsp, "the baseline's NSP head on the fixed set's pairs along pretraining")
+        doc.figure("baseline_nsp_curve.png", nsp, "the NSP head on the fixed set's pairs along pretraining: the "
+                                                  "baseline, and any row with NSP beside it")
     if not baseline.learned:
         doc.para(f"Warning: at {res.runs[BASELINE].pretrain.steps} steps the baseline is not above the bigram floor. "
                  "Every comparison below is made on a model that has not learned context; read them as the machinery "

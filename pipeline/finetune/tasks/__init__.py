@@ -4,7 +4,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pipeline.errors import ConfigError
 from pipeline.finetune.tasks.base import DEFAULT_METRICS, METRICS, Example, TaskData, chosen_metrics, score
-from pipeline.finetune.tasks.bible import bible_sections, word_order
+from pipeline.finetune.tasks.bible import bible_sections, verse_next, word_order
 from pipeline.finetune.tasks.glue import GLUE_TASKS, glue
 from pipeline.finetune.tasks.hf import hf_dataset
 from pipeline.finetune.tasks.conll import NER_METRICS, NerTask, conll
@@ -27,6 +27,7 @@ _REPORTS: dict[str, Callable[[Mapping[str, Any]], Sequence[str] | None]] = {
     "pipeline.finetune.tasks.hf_dataset": _declared,
     "pipeline.finetune.tasks.bible_sections": lambda d: DEFAULT_METRICS,
     "pipeline.finetune.tasks.word_order": lambda d: DEFAULT_METRICS,
+    "pipeline.finetune.tasks.verse_next": lambda d: DEFAULT_METRICS,
 }
 
 
@@ -47,5 +48,5 @@ def check_columns(suite: SuiteSettings) -> None:
                               f"metrics task {col.task} reports ({', '.join(reports)})")
 
 
-__all__ = ["METRICS", "Example", "TaskData", "score", "bible_sections", "word_order", "glue", "GLUE_TASKS", "table", "NerTask",
+__all__ = ["METRICS", "Example", "TaskData", "score", "bible_sections", "word_order", "verse_next", "glue", "GLUE_TASKS", "table", "NerTask",
            "conll", "hf_dataset", "SquadTask", "squad", "reported_metrics", "check_columns"]

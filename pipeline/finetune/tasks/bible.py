@@ -1,5 +1,5 @@
-"""The demo tasks, built from the corpus offline: which section of the Bible a verse comes from, and whether a
-verse's words are in their own order.
+"""The demo tasks, built from the corpus offline: which section of the Bible a verse comes from, whether a
+verse's words are in their own order, and whether two consecutive verses are in theirs (a sentence-pair task).
 
 ``bible_sections`` has seven classes of books (Law, History, Wisdom, Prophets,
 Gospels and Acts, Epistles, Revelation). It is largely a question of which words
@@ -14,7 +14,14 @@ bag of words, so no bag-of-words model can do better than chance; a model has to
 know where words go. Which verses are swapped, and which two words, follow from
 ``split_seed`` and the verse alone: the task is the same on every machine.
 
-For both, train verses come from chapters in the corpus train split, and the
+``verse_order`` is the sentence-pair one: two consecutive verses of a chapter
+as A and B, in their own order or reversed (B first). Both classes hold the same
+two verses, so no model of either verse alone, nor of their shared words, can
+beat chance: only how one verse leads to the next tells them apart. It asks what
+next-sentence prediction was meant to teach (how two segments relate), without
+being that task: both verses are always from the same chapter.
+
+For all three, train verses come from chapters in the corpus train split, and the
 held-out verses (``dev_size`` of them) from chapters in the valid split, so no
 chapter is in both and no held-out text was seen in pretraining. Every example
 carries its chapter as its group: the fine-tuning protocol splits the held-out
@@ -34,6 +41,7 @@ SECTIONS = ("Law", "History", "Wisdom", "Prophets", "Gospels and Acts", "Epistle
 # Index of the first book of each section in canonical order (66 books).
 _FIRST_BOOK = {"Genesis": 0, "Joshua": 1, "Job": 2, "Isaiah": 3, "Matthew": 4, "Romans": 5, "Revelation": 6}
 WORD_ORDER_LABELS = ("swapped", "original")
+VERSE_NEXT_LABELS = ("other chapter", "next")
 _WORD = re.compile(r"^(\W*)(\w(?:.*\w)?)(\W*)$")  # leading punctuation, the word, trailing punctuation
 
 
@@ -142,3 +150,31 @@ def word_order(train_size: int | None, dev_size: int | None, valid_fraction: flo
 
     return TaskData("word_order", list(WORD_ORDER_LABELS), examples(sample(train, train_size, split_seed)),
                     examples(sample(held_out, dev_size, split_seed + 1)))
+
+
+def verse_next(train_size: int | None, dev_size: int | None, valid_fraction: float, split_seed: int) -> TaskData:
+    """Is B the verse after A (``next``), or a verse from another chapter of the same book (``other chapter``)?
+    Each chapter's verses are paired 1-2, 3-4, ... (no verse is an A twice); each pair is drawn to one class with
+    probability 1/2, and an ``other chapter`` B comes from the same split, so held-out pairs hold held-out text
+    only. A pair whose book has no other chapter in its split is left out."""
+    train, held_out = _split(valid_fraction, split_seed)
+
+    def examples(verses: list[Verse]) -> list[Example]:
+        by_book: dict[str, list[Verse]] = {}
+        for v in verses:
+            by_book.setdefault(v.book, []).append(v)
+        out = []
+        for a, b in zip(verses[::2], verses[1::2]):  # a chapter's verses are consecutive: both splits keep chapters
+            if a.document_id != b.document_id or b.verse != a.verse + 1:
+                continue
+            rng = _coin(split_seed, a)
+            if rng.random() < 0.5:
+                out.append(Example(a.text, b.text, 1, group=a.document_id))
+                continue
+            others = [v for v in by_book[a.book] if v.chapter != a.chapter]
+            if others:
+                out.append(Example(a.text, rng.choice(others).text, 0, group=a.document_id))
+        return out
+
+    return TaskData("verse_next", list(VERSE_NEXT_LABELS), sample(examples(train), train_size, split_seed),
+                    sample(examples(held_out), dev_size, split_seed + 1))
