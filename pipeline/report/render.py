@@ -106,7 +106,7 @@ def intrinsic_section(doc: "Doc", res: AblationResults) -> None:
                "the baseline on the fixed evaluation set along pretraining")
     rows = [(variant, [r.pretrain.plots for r in res.runs.values() if r.variant == variant])
             for variant in dict.fromkeys(r.variant for r in res.runs.values())]  # a row without NSP draws nothing
-    nsp = res.nsp and nsp_curves_figure(rows, res.nsp.base_rate, "Baseline")
+    nsp = res.nsp and nsp_curves_figure(rows, res.nsp.base_rate, "The NSP head")
     if nsp:
         doc.figure("baseline_nsp_curve.png", nsp, "the NSP head on the fixed set's pairs along pretraining: the "
                                                   "baseline, and any row with NSP beside it")

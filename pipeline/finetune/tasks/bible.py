@@ -1,5 +1,5 @@
 """The demo tasks, built from the corpus offline: which section of the Bible a verse comes from, whether a
-verse's words are in their own order, and whether two consecutive verses are in theirs (a sentence-pair task).
+verse's words are in their own order, and whether one verse follows another (a sentence-pair task).
 
 ``bible_sections`` has seven classes of books (Law, History, Wisdom, Prophets,
 Gospels and Acts, Epistles, Revelation). It is largely a question of which words
@@ -14,12 +14,11 @@ bag of words, so no bag-of-words model can do better than chance; a model has to
 know where words go. Which verses are swapped, and which two words, follow from
 ``split_seed`` and the verse alone: the task is the same on every machine.
 
-``verse_order`` is the sentence-pair one: two consecutive verses of a chapter
-as A and B, in their own order or reversed (B first). Both classes hold the same
-two verses, so no model of either verse alone, nor of their shared words, can
-beat chance: only how one verse leads to the next tells them apart. It asks what
-next-sentence prediction was meant to teach (how two segments relate), without
-being that task: both verses are always from the same chapter.
+``verse_next`` is the sentence-pair one: a verse as A, and as B either the
+verse after it or a verse from another chapter of the same book. Both sides
+come from one book, so which section or book a verse is from does not tell the
+classes apart; how B follows A does. It asks, verse by verse and within a book,
+what next-sentence prediction asks of segments across the corpus.
 
 For all three, train verses come from chapters in the corpus train split, and the
 held-out verses (``dev_size`` of them) from chapters in the valid split, so no
