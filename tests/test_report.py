@@ -529,7 +529,8 @@ def test_the_nsp_claim_is_posed_only_once_the_head_has_learned(tmp_path):
     """NSP off against a baseline whose NSP head sits at its base rate (the fixed set's B is the actual next
     segment in 45% of pairs: always "random" scores 55%) is "not posed", whatever the rows' difference; above it
     the claim reads as the test says. The precondition is in the ledger either way, with the head's accuracy."""
-    from pipeline.report.ledger import pose_nsp
+    from pipeline.report.ledger import cell, pose_nsp
+    from pipeline.report.render import measured_text
 
     nsp_acc, verdict = 0.55, "not posed"
     cfg = _ci_report_config(tmp_path, "grid.pretrain=[nsp_off]", "grid.families=[pretraining,nsp]")
@@ -555,6 +556,9 @@ def test_the_nsp_claim_is_posed_only_once_the_head_has_learned(tmp_path):
     nsp.verdict = "shown"
     pose_nsp(nsp, res)
     assert nsp.verdict == "shown" and nsp.precondition.startswith("the baseline's NSP head 80.0% on the fixed set's")
+    assert measured_text(nsp).startswith(f"posed: {nsp.precondition}; NSP off")
+    saved = {**saved, "verdict": "shown", "precondition": nsp.precondition}
+    assert cell(saved).startswith("shown (") and cell(saved).endswith(f"; posed: {nsp.precondition}")
 
 
 def test_markdown_and_html_carry_tables_figures_and_lineage(report):

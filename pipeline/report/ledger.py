@@ -211,7 +211,7 @@ def summary(claims: list[Claim]) -> dict[str, dict]:
 
 def cell(entry: dict) -> str:
     """A claim's verdict and difference as one short cell of the side-by-side table (read on several tasks:
-    each task's)."""
+    each task's), and the precondition it was posed on, if it has one."""
     if "diff" not in entry:
         return "not run"
     if entry["verdict"] == "not posed":
@@ -229,6 +229,8 @@ def cell(entry: dict) -> str:
     text = "; ".join(f"{task}: {one(e)}" for task, e in entry["tasks"].items()) if entry.get("tasks") else one(entry)
     if entry.get("fixed_verdict"):
         text += f"; fixed set {entry['fixed_verdict']} ({100 * entry['fixed_diff']:+.1f})"
+    if entry.get("precondition"):
+        text += f"; posed: {entry['precondition']}"
     return text
 
 

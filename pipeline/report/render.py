@@ -686,7 +686,7 @@ def _diff(claim: Claim, value: float) -> str:
 
 def measured_text(c: Claim) -> str:
     """A claim's measurement: the rows, the metric, the difference with its interval and p, the runs per side
-    (read on several tasks: each task's)."""
+    (read on several tasks: each task's), after the precondition it was posed on, if it has one."""
     if c.test is None:
         return "not in this grid"
 
@@ -696,9 +696,10 @@ def measured_text(c: Claim) -> str:
             text += f" [{_diff(c, t.low)}, {_diff(c, t.high)}], {p_text(t.p)}"
         return text + f"; {t.n_pretrain[0]} vs {t.n_pretrain[1]} {'words' if c.section == PROBE_SECTION else 'runs'}"
 
+    posed = f"posed: {c.precondition}; " if c.precondition and c.verdict != "not posed" else ""
     if c.tasks:
-        return " / ".join(one(t.rows, f"{t.task} test {t.metric}", t.test) for t in c.tasks)
-    return one(c.rows, c.metric, c.test)
+        return posed + " / ".join(one(t.rows, f"{t.task} test {t.metric}", t.test) for t in c.tasks)
+    return posed + one(c.rows, c.metric, c.test)
 
 
 def verdict_text(c: Claim) -> str:
