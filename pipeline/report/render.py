@@ -101,12 +101,14 @@ def intrinsic_section(doc: "Doc", res: AblationResults) -> None:
     doc.table(["", "accuracy at masked positions (%)", "the baseline against it", "where the baseline's runs crossed it"],
               rows, caption=f"The baseline's mean over its pretraining runs [{confidence_percent(res)}% interval]; "
                             "against each floor a one-sample t-test over the runs")
-    plots = [r.pretrain.plots for r in res.runs.values() if r.variant == BASELINE]
+    plots_of: dict[str, list] = {}  # each row's runs' curve folders, rows in the grid's order
+    for r in res.runs.values():
+        plots_of.setdefault(r.variant, []).append(r.pretrain.plots)
+    plots = plots_of.get(BASELINE, [])
     doc.figure("baseline_fixed_curves.png", fixed_curves_figure([("baseline", plots)], baseline.floors, "Baseline"),
                "the baseline on the fixed evaluation set along pretraining")
-    rows = [(variant, [r.pretrain.plots for r in res.runs.values() if r.variant == variant])
-            for variant in dict.fromkeys(r.variant for r in res.runs.values())]  # a row without NSP draws nothing
-    nsp = res.nsp and nsp_curves_figure(rows, res.nsp.base_rate, "The NSP head")
+    # every row with an NSP head beside the baseline's (a row without one draws nothing)
+    nsp = res.nsp and nsp_curves_figure(list(plots_of.items()), res.nsp.base_rate, "The NSP head")
     if nsp:
         doc.figure("baseline_nsp_curve.png", nsp, "the NSP head on the fixed set's pairs along pretraining: the "
                                                   "baseline, and any row with NSP beside it")
