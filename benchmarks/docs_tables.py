@@ -94,7 +94,7 @@ def pretrain_step_table(records: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-LEDGER_ORDER = ("default", "claims", "demo_long", "lineage", "depth")  # the README's columns first, in this order
+LEDGER_ORDER = ("default", "claims", "demo_long", "lineage", "depth", "depth_pays")  # the README's columns first, in this order
 
 
 def ledger_table(records: list[tuple[str, dict]]) -> str:
