@@ -94,7 +94,8 @@ def pretrain_step_table(records: list[tuple[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-LEDGER_ORDER = ("default", "claims", "demo_long", "lineage", "depth", "depth_pays")  # the README's columns first, in this order
+# the README's columns first, in this order; the other ledgers after them by name
+LEDGER_ORDER = ("default", "claims", "demo_long", "lineage", "depth", "depth_pays")
 
 
 def ledger_table(records: list[tuple[str, dict]]) -> str:

@@ -85,6 +85,7 @@ def test_depth_word_order_is_grid_depth_fine_tuned_on_word_order_alone():
     assert sorted(depth.finetunes) == sorted(f"{run}-{task}" for run in depth.runs
                                              for task in ("word_order", "bible_sections"))
 
+
 def test_depth_pays_is_grid_depths_pre_ln_rows_at_2_and_12_layers_for_6400_steps():
     """experiment=depth_pays changes the budget only, and runs grid=depth's pre-LayerNorm rows at 2 and 12 layers
     (the same settings) twice each, at the peak rate both chose in its sweep, beside one run of the baseline."""
@@ -98,7 +99,6 @@ def test_depth_pays_is_grid_depths_pre_ln_rows_at_2_and_12_layers_for_6400_steps
         assert pays.runs[run].set == depth.runs[run].set
     assert pays.get("pilots") in (None, {}) and pays.task.name == "word_order"
     assert list(pays.finetunes) == list(pays.runs)
-
 
 
 def test_nsp_posed_is_the_demo_with_4_heads_for_6400_steps_and_the_2_head_model_as_a_row():
