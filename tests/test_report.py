@@ -13,6 +13,7 @@ from conftest import chromedriver
 from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
+from pipeline.report.fixed import passing
 from pipeline.report.ledger import load_claims, verdict
 from pipeline.report.ledger import main as ledger_main
 from pipeline.report.model import Comparison, Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
@@ -518,6 +519,15 @@ def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_p
            "step 25 (0.03M tokens); at the same training FLOPs it passes at 0.0 TFLOP." in res.findings
     assert ("Where 24 layers passes 2 layers (baseline) on the fixed set: at the same steps it does not pass within "
             "100 steps (0.10M tokens), −9.1 points at the last") in " ".join(res.findings)
+    # the NSP head's curve on the set's pairs read the same way, its end tested run against run
+    assert rows["prenorm_24"].passes_nsp["steps"]["step"] == 25 and rows["prenorm_24"].vs_fixed_nsp.verdict == "better"
+    assert rows["prenorm_24"].vs_fixed_nsp.diff == pytest.approx(0.004)
+    assert ("Where 24 layers pre-LN passes 2 layers pre-LN at next-sentence prediction on the fixed set's pairs: at "
+            "the same steps it passes for good at step 25 (0.03M tokens)") in " ".join(res.findings)
+    assert rows["layers_24"].passes_nsp["steps"]["step"] is None and rows["layers_24"].vs_fixed_nsp.verdict == "worse"
+    ltr = _pretrain(str(tmp_path / "ltr_curves"), "ltr", 0.2, 0.3)  # no NSP head: no NSP curve to read
+    assert ltr and passing([str(tmp_path / "ltr_curves")], rows["prenorm_24"].pretrain.plots_all,
+                           key="nsp_acc") is None
     grid_run = client.search_runs([experiment], "tags.kind = 'grid'")[0].info.run_id
     group = client.search_runs([experiment], "tags.kind = 'group'")
     assert [g.info.run_name for g in group] == ["lr-sweep-depth"] and group[0].data.tags["mlflow.parentRunId"] == grid_run

@@ -137,15 +137,21 @@ def baseline_check(pres: list[dict], plots: list[str | None], floors: dict[str, 
                          learned=bool(bigram and vs_floors[bigram].verdict == "better"))
 
 
-def mean_curve(plots: list[str | None]) -> list[dict[str, float]]:
-    """The runs' fixed-set curves averaged at each validation step every run has (accuracy, tokens, FLOPs)."""
+def mean_curve(plots: list[str | None], key: str = "acc_masked") -> list[dict[str, float]]:
+    """The runs' fixed-set curves averaged at each validation step every run has (``key``: the masked pieces'
+    accuracy, or ``nsp_acc``; tokens, FLOPs); empty where a run's curve lacks ``key``."""
     curves = [{p["step"]: p for p in read_curve(x)} for x in plots]
     curves = [c for c in curves if c]
-    if not curves:
+    if not curves or any(key not in p for c in curves for p in c.values()):
         return []
     steps = sorted(set.intersection(*(set(c) for c in curves)))
-    return [{k: float(np.mean([c[s][k] for c in curves])) for k in ("step", "acc_masked", "tokens", "flops")
+    return [{k: float(np.mean([c[s][k] for c in curves])) for k in ("step", key, "tokens", "flops")
              if all(k in c[s] for c in curves)} for s in steps]
+
+
+def last_values(plots: list[str | None], key: str) -> list[float]:
+    """Each run's ``key`` at its curve's last validation (the fixed set after training); runs without it skipped."""
+    return [c[-1][key] for c in (read_curve(p) for p in plots) if c and key in c[-1]]
 
 
 def _stays_above(points: list[tuple[float, float]]) -> float | None:
@@ -156,16 +162,17 @@ def _stays_above(points: list[tuple[float, float]]) -> float | None:
     return first
 
 
-def passing(row: list[str | None], ref: list[str | None]) -> dict | None:
+def passing(row: list[str | None], ref: list[str | None], key: str = "acc_masked") -> dict | None:
     """Where a row's fixed-set curve passes its reference's for good (the mean over each side's runs), in both
     framings: at the same steps (and so tokens), and at the same training FLOPs (the reference's curve
     interpolated at the row's FLOPs, over the budget both spent). Each: the step / tokens / FLOPs from which the
-    row stays above, or None with the last gap (points) and the span looked at."""
-    a, b = mean_curve(row), mean_curve(ref)
+    row stays above, or None with the last gap (points) and the span looked at. ``key``: the curve read, the
+    masked pieces' accuracy or the NSP head's on the set's pairs (``nsp_acc``)."""
+    a, b = mean_curve(row, key), mean_curve(ref, key)
     if not a or not b:
         return None
     at = {p["step"]: p for p in b}
-    same = [(p["step"], 100 * (p["acc_masked"] - at[p["step"]]["acc_masked"])) for p in a if p["step"] in at]
+    same = [(p["step"], 100 * (p[key] - at[p["step"]][key])) for p in a if p["step"] in at]
     out: dict = {}
     if same:
         step, last = _stays_above(same), same[-1][0]
@@ -173,8 +180,8 @@ def passing(row: list[str | None], ref: list[str | None]) -> dict | None:
         out["steps"] = {"step": step, "tokens": tokens.get(step), "last_gap": round(same[-1][1], 2),
                         "until_step": last, "until_tokens": tokens[last]}
     if all("flops" in p for p in a + b):
-        xs, ys = [p["flops"] for p in b], [p["acc_masked"] for p in b]
-        equal = [(p["flops"], 100 * (p["acc_masked"] - float(np.interp(p["flops"], xs, ys))))
+        xs, ys = [p["flops"] for p in b], [p[key] for p in b]
+        equal = [(p["flops"], 100 * (p[key] - float(np.interp(p["flops"], xs, ys))))
                  for p in a if xs[0] <= p["flops"] <= xs[-1]]
         if equal:
             out["flops"] = {"flops": _stays_above(equal), "last_gap": round(equal[-1][1], 2),

@@ -180,13 +180,16 @@ class Row(Record):
     crossings: dict[str, Crossing] = field(default_factory=dict)  # floor name -> where its runs crossed it
     passes: dict | None = None  # where its fixed-set curve passes its reference's (``fixed.passing``; families
                                 # with ``passes: true``)
+    passes_nsp: dict | None = None  # the same for the NSP head's accuracy on the set's pairs (both sides with NSP)
+    vs_fixed_nsp: Comparison | None = None  # that accuracy after training against the reference's (Welch's test)
 
     RAN = ("scores", "primary", "vs_row", "vs")
     FIXED = ("fixed", "fixed_kinds", "vs_fixed_row", "vs_fixed", "vs_floors", "crossings")
 
     def omitted(self) -> set[str]:
         return {*(() if self.ran else self.RAN), *(() if self.pretrain else ("pretrain",)),
-                *(() if self.fixed else self.FIXED), *(() if self.passes else ("passes",))}
+                *(() if self.fixed else self.FIXED), *(() if self.passes else ("passes",)),
+                *(() if self.passes_nsp else ("passes_nsp", "vs_fixed_nsp"))}
 
 
 @dataclass

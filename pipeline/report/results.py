@@ -166,6 +166,11 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
             ref = next((r for r in rows if r.label == row.vs_fixed_row and r.pretrain), None)
             if row.fixed and ref is not None:
                 row.passes = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all)
+                row.passes_nsp = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all, key="nsp_acc")
+                if row.passes_nsp:  # depth may pay on the pairs before it does at the masked pieces
+                    row.vs_fixed_nsp = compare(fixed.last_values(row.pretrain.plots_all, "nsp_acc"),
+                                               fixed.last_values(ref.pretrain.plots_all, "nsp_acc"),
+                                               test="welch", confidence=confidence)
     return FamilyResult(name=name, title=fam["title"], question=fam["question"], kind=kind, floors=family_floors,
                         reference_row="the row above" if previous else (ran[0].label if ran else None), rows=rows,
                         classical=classical, paper=paper, note=fam.get("note"),
@@ -320,14 +325,17 @@ def fixed_findings(intrinsic: BaselineCheck | None, families: list[FamilyResult]
             out.append(f"{fam.title}, fixed evaluation set: {row.label} is {how} {row.vs_fixed_row} "
                        f"({against} of the masked pieces; {describe(c, 'accuracy')}).")
             if row.passes:
-                out.append(passing_text(row))
+                out.append(passing_text(row, row.passes))
+            if row.passes_nsp:
+                out.append(passing_text(row, row.passes_nsp, "nsp"))
     return out
 
 
-def passing_text(row: Row) -> str:
-    """Where a row's fixed-set curve passes its reference's, at the same steps and at the same FLOPs, in words."""
+def passing_text(row: Row, passes: dict, curve: str = "masked") -> str:
+    """Where a row's fixed-set curve (``curve``: the masked pieces' accuracy, or the NSP head's on the set's pairs)
+    passes its reference's, at the same steps and at the same FLOPs, in words."""
     parts = []
-    same, flops = row.passes.get("steps"), row.passes.get("flops")
+    same, flops = passes.get("steps"), passes.get("flops")
     if same:
         tokens = f" ({same['tokens'] / 1e6:.2f}M tokens)" if same.get("tokens") else ""
         parts.append(f"at the same steps it passes for good at step {same['step']:.0f}{tokens}" if same["step"]
@@ -340,7 +348,12 @@ def passing_text(row: Row) -> str:
                      f"{flops['until_flops'] / 1e12:.1f} TFLOP (the budget both spent)"
                      + (f", {flops['last_gap']:+.1f} points there".replace("-", "−") if flops["last_gap"] is not None
                         else ""))
-    return f"Where {row.label} passes {row.vs_fixed_row} on the fixed set: " + "; ".join(parts) + "."
+    if curve == "masked":
+        return f"Where {row.label} passes {row.vs_fixed_row} on the fixed set: " + "; ".join(parts) + "."
+    end = row.vs_fixed_nsp
+    after = f" After training: {describe(end, 'accuracy')}." if end else ""
+    return (f"Where {row.label} passes {row.vs_fixed_row} at next-sentence prediction on the fixed set's pairs: "
+            + "; ".join(parts) + "." + after)
 
 
 def layout_findings(probe: dict | None) -> list[str]:
