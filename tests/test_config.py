@@ -99,6 +99,11 @@ def test_depth_pays_is_grid_depths_pre_ln_rows_at_2_and_12_layers_for_6400_steps
         assert pays.runs[run].set == depth.runs[run].set
     assert pays.get("pilots") in (None, {}) and pays.task.name == "word_order"
     assert list(pays.finetunes) == list(pays.runs)
+    hour = compose(["experiment=depth_pays_hour"])  # the same grid cut to fit an hour: only the steps differ
+    validate(hour)
+    assert hour.trainer.max_steps == 4400 and hour.runs == pays.runs and hour.finetunes == pays.finetunes
+    assert {k: v for k, v in hour.trainer.items() if k != "max_steps"} == \
+        {k: v for k, v in pays.trainer.items() if k != "max_steps"}
 
 
 def test_nsp_posed_is_the_demo_with_4_heads_for_6400_steps_and_the_2_head_model_as_a_row():
