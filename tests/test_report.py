@@ -13,7 +13,7 @@ from conftest import chromedriver
 from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
-from pipeline.report.fixed import passing
+from pipeline.report.fixed import learned_nsp, passing
 from pipeline.report.ledger import load_claims, verdict
 from pipeline.report.ledger import main as ledger_main
 from pipeline.report.model import Comparison, Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
@@ -474,6 +474,9 @@ def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_p
 
     cfg = _ci_report_config(tmp_path, "grid=depth", "grid.families=[depth,pretraining]",
                             "grid.pretrain=[layers_4,layers_12,layers_24,prenorm_2,prenorm_12,prenorm_24]")
+    meta = json.loads((tmp_path / "eval_set" / "meta.json").read_text())
+    meta["stats"]["actual_next"] = 0.49  # NSP's base rate 51%: every run's head (52 to 53%) has left it
+    write_json(tmp_path / "eval_set" / "meta.json", meta)
     client = MlflowClient(cfg.tracking.uri)
     experiment = client.create_experiment(cfg.tracking.experiment)
     fixed = {"baseline": 0.27, "layers_4": 0.28, "layers_12": 0.20, "layers_24": 0.18, "prenorm_2": 0.27,
@@ -525,6 +528,8 @@ def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_p
     assert ("Where 24 layers pre-LN passes 2 layers pre-LN at next-sentence prediction on the fixed set's pairs: at "
             "the same steps it passes for good at step 25 (0.03M tokens)") in " ".join(res.findings)
     assert rows["layers_24"].passes_nsp["steps"]["step"] is None and rows["layers_24"].vs_fixed_nsp.verdict == "worse"
+    base = rows["baseline"].pretrain.plots_all  # a head at its base rate has nothing to pass: the line is left out
+    assert learned_nsp(base, 0.51, 0.95) and not learned_nsp(base, 0.55, 0.95)
     ltr = _pretrain(str(tmp_path / "ltr_curves"), "ltr", 0.2, 0.3)  # no NSP head: no NSP curve to read
     assert ltr and passing([str(tmp_path / "ltr_curves")], rows["prenorm_24"].pretrain.plots_all,
                            key="nsp_acc") is None

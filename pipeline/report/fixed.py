@@ -154,6 +154,13 @@ def last_values(plots: list[str | None], key: str) -> list[float]:
     return [c[-1][key] for c in (read_curve(p) for p in plots) if c and key in c[-1]]
 
 
+def learned_nsp(plots: list[str | None], base_rate: float, confidence: float) -> bool:
+    """Whether the runs' NSP head left its base rate (always the commoner label) on the fixed set's pairs: each
+    run's accuracy there after training, tested against it."""
+    values = last_values(plots, "nsp_acc")
+    return bool(values) and compare(values, [base_rate], test="fixed", confidence=confidence).verdict == "better"
+
+
 def _stays_above(points: list[tuple[float, float]]) -> float | None:
     """The first x from which the gaps ``(x, gap)`` stay above zero to the end; None if the last is not."""
     first = None

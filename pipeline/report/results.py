@@ -138,10 +138,12 @@ def choose_test(kind: str, row_mode: str, ref_mode: str) -> str:
 
 
 def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric: str, modes: list[str],
-                  confidence: float, floors: dict[str, dict] | None = None) -> FamilyResult:
+                  confidence: float, floors: dict[str, dict] | None = None,
+                  nsp_base: float | None = None) -> FamilyResult:
     """One family: its rows in order, each with our numbers, the paper's, and a tested comparison to the first row,
     downstream and on the fixed evaluation set (beside the count-based ``floors`` that apply, and where each row's
-    runs crossed them)."""
+    runs crossed them). ``nsp_base``: NSP's base rate on the fixed set's pairs; where a side's head left it, the
+    family's passing reads the NSP curves too."""
     paper = fam.get("paper") or []
     rows = [row for spec in fam["rows"] if (row := _row(spec, paper, variants, metric, modes, confidence))]
     ran = [row for row in rows if row.ran]
@@ -166,7 +168,10 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
             ref = next((r for r in rows if r.label == row.vs_fixed_row and r.pretrain), None)
             if row.fixed and ref is not None:
                 row.passes = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all)
-                row.passes_nsp = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all, key="nsp_acc")
+                learned = nsp_base is not None and any(fixed.learned_nsp(side.pretrain.plots_all, nsp_base,
+                                                                         confidence) for side in (row, ref))
+                row.passes_nsp = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all, key="nsp_acc") \
+                    if learned else None  # a head at its base rate on both sides has nothing to pass
                 if row.passes_nsp:  # depth may pay on the pairs before it does at the masked pieces
                     row.vs_fixed_nsp = compare(fixed.last_values(row.pretrain.plots_all, "nsp_acc"),
                                                fixed.last_values(ref.pretrain.plots_all, "nsp_acc"),
@@ -380,15 +385,23 @@ def layout_findings(probe: dict | None) -> list[str]:
             f"{cells} cells ({'; '.join(below)}): it reads some layouts, not ordinary text in general."]
 
 
+def nsp_base_rate(eval_meta: dict | None) -> float | None:
+    """NSP's base rate on the fixed set's pairs: always guessing the commoner label (None: the set's meta lacks it)."""
+    if not eval_meta or "actual_next" not in eval_meta.get("stats", {}):
+        return None
+    actual = float(eval_meta["stats"]["actual_next"])
+    return max(actual, 1 - actual)
+
+
 def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> NspCheck | None:
     """Next-sentence prediction against its base rate: the share of the fixed set's pairs whose B is the actual
     next segment (its ``meta.json``), the accuracy of always guessing the more common label, and the baseline's
     NSP accuracy on those pairs (``fixed/nsp_acc``) tested against it over the pretraining runs."""
     values = [float(p["fixed/nsp_acc"]) for p in pres if p.get("fixed/nsp_acc") is not None]
-    if not values or not eval_meta or "actual_next" not in eval_meta.get("stats", {}):
+    base = nsp_base_rate(eval_meta)
+    if not values or base is None:
         return None
     actual = float(eval_meta["stats"]["actual_next"])
-    base = max(actual, 1 - actual)
     return NspCheck(actual_next=round(actual, 6), base_rate=round(base, 6),
                     accuracy=fixed.interval(values, confidence),
                     vs_base=compare(values, [base], test="fixed", confidence=confidence))
@@ -488,7 +501,7 @@ def ablation_results(runs: Mapping[str, Mapping], grid: str, families: Mapping[s
     variants = by_variant(results)
     ft = variants[BASELINE][0]["finetune"]
     metric = ft["metric"]
-    fams = [family_result(name, spec, variants, metric, modes, confidence, floors)
+    fams = [family_result(name, spec, variants, metric, modes, confidence, floors, nsp_base_rate(eval_meta))
             for name, spec in families.items()]
     base_runs = variants[BASELINE]
     intrinsic = fixed.baseline_check([r["pretrain"] for r in base_runs], [r["plots"] for r in base_runs],
