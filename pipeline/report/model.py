@@ -180,7 +180,7 @@ class Row(Record):
     crossings: dict[str, Crossing] = field(default_factory=dict)  # floor name -> where its runs crossed it
     passes: dict | None = None  # where its fixed-set curve passes its reference's (``fixed.passing``; families
                                 # with ``passes: true``)
-    passes_nsp: dict | None = None  # the same for the NSP head's accuracy on the set's pairs (both sides with NSP)
+    passes_nsp: dict | None = None  # the same for the NSP head's accuracy on the pairs (a side's head learned)
     vs_fixed_nsp: Comparison | None = None  # that accuracy after training against the reference's (Welch's test)
 
     RAN = ("scores", "primary", "vs_row", "vs")
