@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from pipeline.data.ngram import FLOORS, FLOORS_OF
-from pipeline.report.model import BaselineCheck, Crossing, Floor, Interval, Row, reference_of
+from pipeline.report.model import BaselineCheck, Comparison, Crossing, Floor, Interval, Row, reference_of
 from pipeline.report.stats import compare, pooled_variance
 
 HEADLINE = "fixed/acc_masked"
@@ -159,6 +159,19 @@ def learned_nsp(plots: list[str | None], base_rate: float, confidence: float) ->
     run's accuracy there after training, tested against it."""
     values = last_values(plots, "nsp_acc")
     return bool(values) and compare(values, [base_rate], test="fixed", confidence=confidence).verdict == "better"
+
+
+def passing_nsp(row: list[str | None], ref: list[str | None], base_rate: float | None,
+                confidence: float) -> tuple[dict | None, Comparison | None]:
+    """``passing`` on the NSP head's curve, and its accuracy after training tested run against run (Welch's);
+    (None, None) where neither side's head left its base rate: a head at it on both sides has nothing to pass."""
+    if base_rate is None or not any(learned_nsp(p, base_rate, confidence) for p in (row, ref)):
+        return None, None
+    passes = passing(row, ref, key="nsp_acc")
+    if not passes:
+        return None, None
+    return passes, compare(last_values(row, "nsp_acc"), last_values(ref, "nsp_acc"), test="welch",
+                           confidence=confidence)
 
 
 def _stays_above(points: list[tuple[float, float]]) -> float | None:

@@ -168,14 +168,9 @@ def family_result(name: str, fam: dict, variants: dict[str, list[dict]], metric:
             ref = next((r for r in rows if r.label == row.vs_fixed_row and r.pretrain), None)
             if row.fixed and ref is not None:
                 row.passes = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all)
-                learned = nsp_base is not None and any(fixed.learned_nsp(side.pretrain.plots_all, nsp_base,
-                                                                         confidence) for side in (row, ref))
-                row.passes_nsp = fixed.passing(row.pretrain.plots_all, ref.pretrain.plots_all, key="nsp_acc") \
-                    if learned else None  # a head at its base rate on both sides has nothing to pass
-                if row.passes_nsp:  # depth may pay on the pairs before it does at the masked pieces
-                    row.vs_fixed_nsp = compare(fixed.last_values(row.pretrain.plots_all, "nsp_acc"),
-                                               fixed.last_values(ref.pretrain.plots_all, "nsp_acc"),
-                                               test="welch", confidence=confidence)
+                # depth may pay on the pairs before it does at the masked pieces
+                row.passes_nsp, row.vs_fixed_nsp = fixed.passing_nsp(row.pretrain.plots_all, ref.pretrain.plots_all,
+                                                                     nsp_base, confidence)
     return FamilyResult(name=name, title=fam["title"], question=fam["question"], kind=kind, floors=family_floors,
                         reference_row="the row above" if previous else (ran[0].label if ran else None), rows=rows,
                         classical=classical, paper=paper, note=fam.get("note"),
