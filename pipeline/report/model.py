@@ -43,15 +43,24 @@ class Comparison(Record):
     n_finetune: list[int] | None  # the fine-tuning runs behind each side, for the record (None: not given)
     test: str  # the test, in words (``stats.TESTS``)
     confidence: float  # of the interval, a fraction (0.95)
-    verdict: str  # better, worse, inconclusive, or why there is none ("inconclusive (one run each)")
+    verdict: str  # better, worse, level (with a margin: inside it by TOST), inconclusive, or why there is none
+                  # ("inconclusive (one run each)")
     low: float | None = None  # the interval of the difference; None where no test could be made
     high: float | None = None
     p: float | None = None  # two-sided p-value
-    df: float | None = None  # the test's degrees of freedom (left out of the JSON where no test was made)
-    borderline: bool = False  # p within a fifth to twice the threshold: another machine may move the verdict
+    df: float | None = None  # the test's degrees of freedom (left out of the JSON where no test was made, and
+                             # where the binomial floor made it a normal approximation)
+    borderline: bool = False  # p (or, with a margin, the TOST p) within a fifth to twice the threshold: another
+                              # machine may move the verdict
     seeds_needed: int | None = None  # inconclusive: about how many pretraining runs per side would decide it
+    # with a practical margin only (``stats.with_margin``; left out of the JSON without one)
+    margin: float | None = None  # the claim's margin, in the metric's units (0.02: two points of accuracy)
+    tost_p: float | None = None  # two one-sided tests against -margin and +margin: the larger p
+    tost_low: float | None = None  # the (1 - 2 alpha) interval (90% at 95%): level where inside the margin
+    tost_high: float | None = None
+    seeds_needed_level: int | None = None  # inconclusive: runs per side to show it level (the difference as seen)
 
-    OMIT_NONE = ("df",)
+    OMIT_NONE = ("df", "margin", "tost_p", "tost_low", "tost_high", "seeds_needed_level")
 
 
 @dataclass
@@ -283,8 +292,8 @@ class Claim(Record):
     id: str
     claim: str
     paper: str  # the direction the paper (or the work it names) found
-    verdict: str  # shown, opposite (the paper's direction reversed beyond noise), inconclusive, mixed (tasks
-                  # disagree), or not run
+    verdict: str  # shown, opposite (the paper's direction reversed beyond noise), level (inside the claim's
+                  # margin), inconclusive, mixed (tasks disagree), not posed, or not run
     rows: str | None = None  # what was compared: "<row> vs <reference>"
     metric: str | None = None  # what the difference is in ("SST-2 test accuracy", "BLiMP accuracy", ...)
     percent: bool = True  # the difference is a fraction shown in points
@@ -299,9 +308,13 @@ class Claim(Record):
                                             # theirs where they agree, else "mixed")
     precondition: str | None = None  # what must hold for the claim to be posed, as measured (NSP: its head
                                      # against its base rate); verdict "not posed" where it does not hold
+    margin: dict | None = None  # claims.yaml's practical margin: value, unit (points, similarity), reason
+    fixed_margin: dict | None = None  # the same for the fixed-set reading (pretraining variants)
+    level_shown: bool | None = None  # claims.yaml's ``level``: whether a level reading is the paper's direction
+                                     # (None: the yaml says nothing of level)
 
     OMIT_NONE = ("rows", "metric", "test", "fixed", "fixed_verdict", "along", "cost_seconds", "section", "run_by",
-                 "tasks", "precondition")
+                 "tasks", "precondition", "margin", "fixed_margin", "level_shown")
 
 
 @dataclass
