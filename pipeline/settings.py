@@ -365,6 +365,12 @@ def grid_of(what: str) -> tuple[Kind, Distinct]:
             distinct(f"values ({what}: each is one candidate run)"))
 
 
+# How far the protocol may extend a learning-rate grid whose choice falls on its edge (pipeline.finetune.protocol).
+LR_BOUNDS = Kind(lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(POSITIVE.allows(b) for b in v)
+                 and v[0] < v[1], "two positive numbers [low, high] with low < high (the lowest and highest peak "
+                                  "learning rate a grid may be extended to)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TfidfGrid(Settings):
     """TF-IDF's grid, chosen on dev like every other arm's settings."""
@@ -402,6 +408,7 @@ class FinetuneSettings(Settings):
     length_grouped: bool = setting(BOOL)
     lrs: tuple[float, ...] = setting(*grid_of("peak learning rates, fine-tuned and from scratch"))
     feature_lrs: tuple[float, ...] = setting(*grid_of("peak learning rates of the heads on frozen features"))
+    lr_bounds: tuple[float, float] = setting(LR_BOUNDS)
     poolings: tuple[str, ...] = setting(list_of(one_of(POOLINGS), f"a non-empty list of: {', '.join(POOLINGS)}"),
                                         distinct("poolings (each is one candidate run)"))
     tfidf: TfidfGrid = group(TfidfGrid)
@@ -415,6 +422,15 @@ class FinetuneSettings(Settings):
     warmup_ratio: float = setting(number(0, 1, high_open=True))
     eval_batch_size: int = setting(POSITIVE_INT)
     feature_eval_batch_size: int = setting(POSITIVE_INT)
+
+    def check(self, key: str) -> None:
+        # A bound inside a grid would cut off a rate the grid itself asks for: the bounds say how far past the
+        # grid's edges the protocol may extend it, never which of its own rates to train.
+        low, high = self.lr_bounds
+        for name, rates in (("lrs", self.lrs), ("feature_lrs", self.feature_lrs)):
+            if low > min(rates) or high < max(rates):
+                raise ConfigError(f"{key}.lr_bounds={shown(self.lr_bounds)} is not allowed: the bounds must enclose "
+                                  f"{key}.{name} ({min(rates):g} to {max(rates):g})")
 
 
 @dataclass(frozen=True, kw_only=True)

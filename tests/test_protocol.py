@@ -2,6 +2,8 @@
 control, the reading task, poolings and the from-scratch start."""
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import re
 from collections import Counter
@@ -12,11 +14,11 @@ import torch
 
 from pipeline.data.datamodule import LengthGroupedBatches
 from pipeline.errors import DataError
-from pipeline.finetune.protocol import Choice, choose, run_mode
+from pipeline.finetune.protocol import Choice, choose, run_mode, step_past
 from pipeline.finetune.sentence import classical
 from pipeline.finetune.tasks.base import Example, TaskData, shuffled_words, split_heldout
 from pipeline.finetune.tasks.bible import distinct_words, swap_words, verse_next, word_order
-from pipeline.finetune.training import Grid, Recipe, Runner
+from pipeline.finetune.training import Grid, Recipe, Runner, Trained
 from pipeline.model.bert import BertConfig, BertForSequenceClassification
 
 GRID = Grid(lrs=(1e-3,), feature_lrs=(1e-3,), poolings=("token", "mean"), tfidf_c=(1e-4, 100.0), tfidf_ngrams=(1,))
@@ -90,6 +92,116 @@ def test_candidates_cross_learning_rates_with_poolings():
     runner = Sentence(RECIPE, task=None, export=None)
     assert runner.candidates("pretrained") == [{"lr": 1e-3, "pooling": "token"}, {"lr": 1e-3, "pooling": "mean"}]
     assert runner.candidates("tfidf") == [{}]  # a kind without a classical grid: nothing to choose
+
+
+EDGES = Grid(lrs=(3e-4, 1e-3, 3e-3), feature_lrs=(1e-3, 3e-3, 1e-2), poolings=("token", "mean"), tfidf_c=(1.0,),
+             tfidf_ngrams=(1,), lr_bounds=(1e-5, 1e-1))
+
+
+class PeakRunner(Runner):
+    """Dev scores without a network: a peak at learning rate ``peak`` (falling with the distance in log rate),
+    the mean pooling a little ahead. Every run it trains is kept, in order."""
+    kind = "sentence"
+
+    def __init__(self, peak: float, grid: Grid = EDGES):
+        super().__init__(dataclasses.replace(RECIPE, grid=grid), TaskData("t", ["a", "b"], [], []), export=None)
+        self.peak, self.trained = peak, []
+
+    def poolings(self):
+        return ["token", "mean"]
+
+    def train(self, mode, settings, seed, logger):
+        self.trained.append(settings)
+        score = -abs(math.log(settings["lr"] / self.peak)) + (0.1 if settings["pooling"] == "mean" else 0.0)
+        return Trained(mode, settings, seed, scorer=lambda split: {"accuracy": score}, logger=logger)
+
+
+def _choose(runner: PeakRunner, mode: str = "pretrained") -> tuple[Choice, list[dict]]:
+    opened = []
+    choice, _ = choose(runner, mode, 0, lambda m, s, tags: opened.append(tags) or None, by="baseline")
+    return choice, opened
+
+
+def test_a_rate_chosen_on_the_grid_s_edge_extends_the_grid_past_it_until_the_choice_is_inside():
+    """The best rate is 9e-5, one step below the grid (3e-4 over its ratio 10/3 there): the grid's six candidates,
+    then 9e-5 at the winning pooling, which wins on the edge again, then 2.7e-5, which loses: 9e-5 is inside."""
+    runner = PeakRunner(peak=9e-5)
+    choice, opened = _choose(runner)
+    assert runner.trained[6:] == [{"lr": 9e-5, "pooling": "mean"}, {"lr": 2.7e-5, "pooling": "mean"}]
+    assert len(runner.trained) == 8 and choice.settings == {"lr": 9e-5, "pooling": "mean"}
+    assert choice.extended == [{"edge": "lowest", "lr": 9e-5}, {"edge": "lowest", "lr": 2.7e-5}]
+    assert choice.at_limit is None and [g["lr"] for g in choice.grid[6:]] == [9e-5, 2.7e-5]
+    assert [t.get("extended") for t in opened] == [None] * 6 + ["lowest", "lowest"]
+    assert [t["candidate"] for t in opened] == [str(i) for i in range(8)]
+    as_json = choice.as_json()
+    assert as_json["extended"] == choice.extended and as_json["at_limit"] is None and len(as_json["grid"]) == 8
+
+
+def test_a_rate_chosen_inside_the_grid_trains_the_grid_alone():
+    runner = PeakRunner(peak=1e-3)
+    choice, _ = _choose(runner)
+    assert len(runner.trained) == 6 and choice.settings == {"lr": 1e-3, "pooling": "mean"}
+    assert choice.extended == [] and choice.at_limit is None
+
+
+def test_the_heads_on_frozen_features_extend_their_own_grid_upward():
+    """A frozen head's grid is finetune.feature_lrs: from 1e-2 by its ratio 10/3 to 3.3e-2, which wins; the next
+    step (1.1e-1) would cross the bound 1e-1 and lands on it, and loses."""
+    runner = PeakRunner(peak=4e-2)
+    choice, _ = _choose(runner, "frozen_weighted")
+    assert [s["lr"] for s in runner.trained] == [1e-3, 3e-3, 1e-2] * 2 + [3.3e-2, 1e-1]
+    assert choice.settings["lr"] == 3.3e-2 and choice.at_limit is None
+    assert choice.extended == [{"edge": "highest", "lr": 3.3e-2}, {"edge": "highest", "lr": 1e-1}]
+
+
+def test_the_stated_bound_stops_the_extension_and_the_choice_says_so():
+    """The best lies far below every rate allowed: the grid steps down to 9e-5 and 2.7e-5, the next step (8.1e-6)
+    lands on the bound 2e-5, which wins too: the choice is at the limit, and nothing past it is trained."""
+    runner = PeakRunner(peak=1e-7, grid=dataclasses.replace(EDGES, lr_bounds=(2e-5, 1e-1)))
+    choice, _ = _choose(runner)
+    assert [s["lr"] for s in runner.trained[6:]] == [9e-5, 2.7e-5, 2e-5]
+    assert choice.settings == {"lr": 2e-5, "pooling": "mean"} and choice.at_limit == "lowest"
+    assert choice.as_json()["at_limit"] == "lowest"
+
+
+def test_a_bound_on_the_grid_s_own_edge_or_no_bounds_trains_the_grid_as_given():
+    at_edge = PeakRunner(peak=1e-7, grid=dataclasses.replace(EDGES, lr_bounds=(3e-4, 1e-1)))
+    choice, _ = _choose(at_edge)
+    assert len(at_edge.trained) == 6 and choice.extended == [] and choice.at_limit == "lowest"
+    unbounded = PeakRunner(peak=1e-7, grid=dataclasses.replace(EDGES, lr_bounds=None))
+    choice, _ = _choose(unbounded)
+    assert len(unbounded.trained) == 6 and choice.extended == [] and choice.at_limit is None
+
+
+@pytest.mark.parametrize("rates, lr, step", [
+    ([3e-4, 1e-3, 3e-3], 3e-3, ("highest", 9e-3)),     # 0.009000000000000001 unrounded
+    ([3e-4, 1e-3, 3e-3], 3e-4, ("lowest", 9e-5)),
+    ([3e-4, 1e-3, 3e-3], 1e-3, None),
+    ([1e-3], 1e-3, None),                              # one rate: no ratio to step by
+    ([1.05e-5, 3e-5], 1.05e-5, ("lowest", 1.04e-5)),   # the bound itself, never rounded past it
+    ([1.04e-5, 3e-5], 1.04e-5, ("lowest", None)),
+])
+def test_one_step_past_an_edge_is_the_edge_s_own_ratio_and_stops_on_the_bound(rates, lr, step):
+    assert step_past(rates, lr, (1.04e-5, 1e-1)) == step
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ("[1e-3,1e-2]", "finetune.lr_bounds=[0.001, 0.01] is not allowed: the bounds must enclose finetune.lrs "
+                    "(0.0003 to 0.003)"),
+    ("[1e-5,5e-3]", "finetune.lr_bounds=[1e-05, 0.005] is not allowed: the bounds must enclose finetune.feature_lrs "
+                    "(0.001 to 0.01)"),
+    ("[1e-2,1e-5]", "finetune.lr_bounds=[0.01, 1e-05] is not allowed: expected two positive numbers [low, high] "
+                    "with low < high"),
+    ("[0,1e-1]", "finetune.lr_bounds=[0, 0.1] is not allowed: expected two positive numbers"),
+    ("[1e-5]", "finetune.lr_bounds=[1e-05] is not allowed: expected two positive numbers"),
+])
+def test_bounds_that_are_not_two_rates_around_the_grids_are_refused_at_start_up_naming_the_key(bounds, message):
+    from pipeline.config import compose, validate
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        validate(compose([f"finetune.lr_bounds={bounds}"]))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
 
 
 def test_the_held_out_split_keeps_each_group_whole_and_is_the_same_every_time():
