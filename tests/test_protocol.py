@@ -173,6 +173,19 @@ def test_a_bound_on_the_grid_s_own_edge_or_no_bounds_trains_the_grid_as_given():
     assert len(unbounded.trained) == 6 and choice.extended == [] and choice.at_limit is None
 
 
+def test_the_report_names_an_extended_grid_and_a_choice_on_the_limit_and_warns_older_runs_of_the_edge():
+    from pipeline.report.render import edge_text
+
+    extended, _ = _choose(PeakRunner(peak=9e-5))
+    assert edge_text(extended.as_json()) == " (extended below the grid to lr 2.7e-5; interior)"
+    limited, _ = _choose(PeakRunner(peak=1e-7, grid=dataclasses.replace(EDGES, lr_bounds=(2e-5, 1e-1))))
+    assert edge_text(limited.as_json()) == " (at the stated limit lr 2e-5)"
+    inside, _ = _choose(PeakRunner(peak=1e-3))
+    assert edge_text(inside.as_json()) == ""
+    older = {k: v for k, v in limited.as_json().items() if k not in ("extended", "at_limit")}
+    assert edge_text(older) == " (the grid's lowest rate)"
+
+
 @pytest.mark.parametrize("rates, lr, step", [
     ([3e-4, 1e-3, 3e-3], 3e-3, ("highest", 9e-3)),     # 0.009000000000000001 unrounded
     ([3e-4, 1e-3, 3e-3], 3e-4, ("lowest", 9e-5)),

@@ -57,6 +57,7 @@ def choices(runs: Mapping[str, Mapping], tasks: list[str | None]) -> list[dict]:
             entry.update(task_name=ft["task"], metric=metric)
             entry["runs"][name] = {mode: {
                 "chosen": r["selection"]["chosen"], "seed": r["selection"].get("seed"),
+                **{k: r["selection"][k] for k in ("extended", "at_limit") if k in r["selection"]},  # newer runs
                 "grid": [{**{k: v for k, v in g.items() if k not in ("dev", "mlflow_run_id")}, "dev": g["dev"][metric]}
                          for g in r["selection"]["grid"]],
                 "test": r[f"{metric}_mean"], "n": r["n"]}

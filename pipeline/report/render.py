@@ -591,7 +591,9 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
              "every arm: one run per candidate (fine-tuned and from scratch: each peak learning rate crossed with "
              "each pooling -- token: [CLS] through the pooler, a left-to-right model's last token; mean: the mean "
              "over the text's tokens; heads on frozen features likewise; TF-IDF: its regularisation and n-gram "
-             "range), with the first fine-tuning seed; the best on dev is kept, and every seed at it is scored on "
+             "range), with the first fine-tuning seed; a rate chosen on its grid's edge extends the grid one step past "
+             "it (by the grid's ratio there, at the chosen pooling) until the choice is inside or on the stated "
+             "limit (finetune.lr_bounds); the best on dev is kept, and every seed at it is scored on "
              "the test split, which no choice saw. Each run listed chose its own; every other run of the grid takes "
              "the choice of its chooser (params.yaml's runs.<name>.chooser: its variant's first run, or the "
              "baseline's first for a variant of the same network and objective). From scratch starts from the "
@@ -639,9 +641,19 @@ def sweep_section(doc: Doc, res: AblationResults) -> None:
 
 
 def edge_text(choice: dict) -> str:
-    """A warning where the chosen learning rate is the grid's lowest or highest: the best may lie beyond it."""
-    lrs = sorted({g["lr"] for g in choice["grid"] if "lr" in g})
+    """Where the chosen learning rate stands: on the bound of finetune.lr_bounds the protocol may not pass (the best
+    may lie beyond it), or inside a grid it extended, saying how far. A choice made before grids were extended (no
+    ``extended`` in its JSON) is warned of where it is the grid's lowest or highest rate."""
     lr = choice["chosen"].get("lr")
+    if "extended" in choice:
+        if choice["at_limit"]:
+            return f" (at the stated limit {settings_text({'lr': lr})})"
+        if not choice["extended"]:
+            return ""
+        last = choice["extended"][-1]  # the steps go one way, from the edge the grid chose on: the last is farthest
+        return (f" (extended {'below' if last['edge'] == 'lowest' else 'above'} the grid to "
+                f"{settings_text({'lr': last['lr']})}; interior)")
+    lrs = sorted({g["lr"] for g in choice["grid"] if "lr" in g})
     if lr is None or len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
         return ""
     return f" (the grid's {'lowest' if lr == lrs[0] else 'highest'} rate)"
