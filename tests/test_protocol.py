@@ -314,6 +314,36 @@ def test_the_word_order_task_refuses_a_bad_setting_naming_it():
         word_order(10, 10, 0.1, 0, swaps=0)
 
 
+@pytest.mark.parametrize("override, message", [
+    ("task.data.swaps=50", "task.data.swaps=50 is not allowed: expected at most 25 (no verse of the held-out "
+                           "chapters has 100 different words and at least 6 words)"),
+    ("task.data.min_words=500", "task.data.min_words=500 is not allowed: expected at most 80 (no verse of the "
+                                "held-out chapters has 500 words)"),
+])
+def test_a_word_order_setting_no_verse_allows_is_refused_naming_it_and_the_most_the_verses_allow(
+        tmp_path, capsys, override, message):
+    """Not the split's fault (it used to name valid_fraction): the stage stops in one line naming the task's
+    setting and the most the Bible's verses allow on both sides of the split, before any training. The same
+    setting one below that most loads."""
+    from pipeline.config import compose
+    from pipeline.stage import run_stage as stage
+    from pipeline.stages.finetune import run
+
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "config.json").write_text("{}")  # never read: the task is loaded first
+    with pytest.raises(SystemExit) as e:
+        stage("finetune", run, compose(["~suite", "task=word_order", override,
+                                        f"finetune.init_from={tmp_path / 'export'}",
+                                        f"tracking.uri={(tmp_path / 'mlruns').as_uri()}",
+                                        f"paths.metrics={tmp_path / 'metrics'}"]))
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: finetune: {message}"]
+    assert not (tmp_path / "metrics").exists()
+    cfg = compose(["task=word_order"]).task.data
+    key, most = override.split("=")[0].split(".")[-1], int(re.search(r"at most (\d+)", message).group(1))
+    assert word_order(10, 10, cfg.valid_fraction, cfg.split_seed, **{key: most}).dev
+
+
 def test_mean_pooling_reads_the_mean_of_the_real_tokens():
     torch.manual_seed(0)
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

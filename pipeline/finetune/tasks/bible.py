@@ -53,12 +53,11 @@ def book_sections() -> dict[str, int]:
     return out
 
 
-def _split(valid_fraction: float, split_seed: int, keep=lambda v: True) -> tuple[list[Verse], list[Verse]]:
+def _split(valid_fraction: float, split_seed: int) -> tuple[list[Verse], list[Verse]]:
     """(train-chapter verses, held-out-chapter verses), in canonical order."""
     train, held_out = [], []
     for v in bible_verses():
-        if keep(v):
-            (held_out if in_valid_split(v.document_id, valid_fraction, split_seed) else train).append(v)
+        (held_out if in_valid_split(v.document_id, valid_fraction, split_seed) else train).append(v)
     if not train or not held_out:
         raise DataError(f"valid_fraction={valid_fraction} leaves an empty split of the Bible's chapters")
     return train, held_out
@@ -136,8 +135,7 @@ def word_order(train_size: int | None, dev_size: int | None, valid_fraction: flo
     for key, value, least in (("min_words", min_words, 2), ("swaps", swaps, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise DataError(f"task.data.{key}={value!r} is not allowed: expected an integer >= {least}")
-    train, held_out = _split(valid_fraction, split_seed, keep=lambda v: len(v.text.split()) >= min_words
-                             and distinct_words(v.text) >= 2 * swaps)
+    train, held_out = _long_enough(_split(valid_fraction, split_seed), min_words, swaps)
 
     def examples(verses: list[Verse]) -> list[Example]:
         out = []
@@ -149,6 +147,22 @@ def word_order(train_size: int | None, dev_size: int | None, valid_fraction: flo
 
     return TaskData("word_order", list(WORD_ORDER_LABELS), examples(sample(train, train_size, split_seed)),
                     examples(sample(held_out, dev_size, split_seed + 1)))
+
+
+def _long_enough(sides: tuple[list[Verse], list[Verse]], min_words: int, swaps: int) -> list[list[Verse]]:
+    """The train and held-out verses of at least ``min_words`` words with ``2 swaps`` different ones. A setting
+    that leaves a side without a verse is refused naming it and the most that side's verses allow: the split is
+    not at fault."""
+    for key, value, room in (("min_words", min_words, lambda v: len(v.text.split())),
+                             ("swaps", swaps, lambda v: distinct_words(v.text) // 2)):
+        most, side = min((max(room(v) for v in verses), side) for side, verses in zip(("train", "held-out"), sides))
+        if value > most:
+            having = f"{min_words} words" if key == "min_words" else \
+                f"{2 * swaps} different words and at least {min_words} words"
+            raise DataError(f"task.data.{key}={value} is not allowed: expected at most {most} (no verse of the "
+                            f"{side} chapters has {having})")
+        sides = tuple([v for v in verses if room(v) >= value] for verses in sides)
+    return list(sides)
 
 
 def verse_next(train_size: int | None, dev_size: int | None, valid_fraction: float, split_seed: int) -> TaskData:
