@@ -1,24 +1,29 @@
-"""The demo's fine-tuning stage end to end -- the real finetune stage -- against an earlier version.
+"""The demo's fine-tuning stage end to end -- the real finetune stage -- beside another commit's, on one recipe.
 
-    python benchmarks/finetune_demo.py                  # the recipe the demo had when issue 15 was filed
-    python benchmarks/finetune_demo.py --recipe current # the demo's recipe as conf/ has it now
-    python benchmarks/finetune_demo.py --reference HEAD~3 --repeats 2
+    python benchmarks/finetune_demo.py                                # against REFERENCE, the export of `dvc repro`
+    python benchmarks/finetune_demo.py --reference HEAD               # an uncommitted change against the last commit
+    python benchmarks/finetune_demo.py --export FOLDER --repeats 2 finetune.seeds=[0]
+    python benchmarks/finetune_demo.py --pretrain-steps 400           # no export yet: pretrain one here, cached
 
-Both versions run ``python -m stages.finetune`` on the demo's task (Bible
-sections, 2,000 labelled verses, 2,000 dev verses) from the same pretrained
-export, each from its own checkout (a temporary git worktree of
-``--reference``), alternating in one run so that both see the same machine.
-The export is made once by this checkout's data and pretrain stages (the
-demo's model, ``--pretrain-steps`` steps) and cached under ``.bench-cache/``.
+Both versions run ``python -m stages.finetune`` on one task (``--task``, the
+demo's Bible sections by default: 2,000 labelled verses, 3,000 held out) from
+the same pretrained export, each from its own checkout (a temporary git
+worktree of ``--reference``), alternating in one run so that both see the same
+machine. Both get this checkout's fine-tuning recipe (every key of
+``conf/finetune/demo.yaml``, pinned by override), whatever their own conf/ says;
+a key only one version has (``finetune.lr_bounds`` before grids were extended)
+stays with that version and is named in the output, since it is where the two
+protocols differ.
 
-Both versions get the same recipe, whatever their conf/ says:
-``--recipe reference`` (default) pins the demo's fine-tuning as it was at
-``REFERENCE`` (nine modes x three seeds, 5 epochs when weights are trained, 20
-for heads on frozen features); ``--recipe current`` pins this checkout's
-``conf/finetune/demo.yaml``. For each version it reports the stage's wall time,
-the seconds of every mode (three seeds together, from ``finetune.json``) and
-whether every (mode, seed) score equals the other version's. The last line is
-one JSON object with the ratios.
+The versions are compared as ratios, current over reference: the stage's wall
+time, and the seconds per run -- each mode's seconds over the runs it trained
+(its candidates on dev, then its other seeds), so a protocol that trains more
+runs is not read as slower code. The check asks of every run both versions
+trained (the same mode, settings and seed) the same score: each candidate's on
+dev and, where both chose the same settings, each seed's on test. On CPU a run
+is deterministic, so this fails only where the code computes something else for
+the same run -- not because one protocol tried candidates the other did not.
+The last line is one JSON object with the ratios and the check.
 """
 from __future__ import annotations
 
@@ -32,34 +37,63 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
-from pretrain_demo import CACHE, REFERENCE, demo_data, reference_checkout  # benchmarks/: the demo's data
+from pretrain_demo import CACHE, demo_data, reference_checkout  # benchmarks/: the demo's data
 from pretrain_step import matmul_peak_gflops
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from omegaconf import OmegaConf  # noqa: E402
+
 from pipeline.config import compose  # noqa: E402
 
-# The demo's fine-tuning recipe at REFERENCE (its conf/finetune/demo.yaml): every mode of BERT's Table 7.
-REFERENCE_RECIPE = {
-    "modes": ["pretrained", "scratch", "tfidf", "frozen_embeddings", "frozen_last", "frozen_second_to_last",
-              "frozen_sum_last_four", "frozen_concat_last_four", "frozen_weighted"],
-    "seeds": [0, 1, 2], "epochs": 5, "feature_epochs": 20,
-}
+# The last commit before a choice on a grid's edge extended the grid (finetune.lr_bounds): the same protocol
+# otherwise, so every run both versions train must score the same, and the ratios show what the extension costs.
+REFERENCE = "6a98049"
 
 
-def current_recipe() -> dict:
-    ft = compose([]).finetune
-    return {"modes": list(ft.modes), "seeds": list(ft.seeds), "epochs": ft.epochs, "feature_epochs": ft.feature_epochs}
+def leaves(node: dict, prefix: str = "finetune") -> dict[str, object]:
+    """A config node as ``{dotted key: value}`` of its leaves (lists are leaves)."""
+    out = {}
+    for k, v in node.items():
+        out.update(leaves(v, f"{prefix}.{k}") if isinstance(v, dict) else {f"{prefix}.{k}": v})
+    return out
 
 
-def recipe_overrides(recipe: dict) -> list[str]:
-    return [f"finetune.modes=[{','.join(recipe['modes'])}]", f"finetune.seeds=[{','.join(map(str, recipe['seeds']))}]",
-            f"finetune.epochs={recipe['epochs']}", f"finetune.feature_epochs={recipe['feature_epochs']}"]
+def hydra_value(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return f"[{','.join(hydra_value(x) for x in v)}]"
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def demo_export(steps: int) -> Path:
+def recipe_overrides(mine: dict, theirs: dict, extra: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(overrides for both, for the current version alone, keys the reference has and the current lacks): this
+    checkout's recipe, the reference's conf/finetune/demo.yaml keys telling which it can take; ``extra``
+    overrides (``key=value``) replace the recipe's for a key both have."""
+    given = dict(o.split("=", 1) for o in extra)
+    both = {k: given.pop(k, hydra_value(v)) for k, v in mine.items() if k in theirs and k != "finetune.init_from"}
+    current = {k: given.pop(k, hydra_value(v)) for k, v in mine.items() if k not in theirs}
+    return ([f"{k}={v}" for k, v in {**both, **given}.items()], [f"{k}={v}" for k, v in current.items()],
+            [k for k in theirs if k not in mine])
+
+
+def find_export(given: Path | None, steps: int | None) -> Path:
+    """The export both versions start from: ``--export``, or ``--pretrain-steps`` pretrained here (made once, then
+    cached), or the one ``dvc repro`` leaves (``paths.pretrain``/hf); none of them: one line saying so."""
+    if steps is not None:
+        return pretrain_export(steps)
+    folder = given or Path(compose([]).paths.pretrain) / "hf"
+    folder = folder if folder.is_absolute() else ROOT / folder
+    if not (folder / "config.json").is_file():
+        print(f"finetune_demo: no pretrained export at {folder} (no config.json): run `dvc repro`, pass --export "
+              f"FOLDER, or --pretrain-steps N to pretrain the demo's model here", file=sys.stderr)
+        raise SystemExit(2)
+    return folder
+
+
+def pretrain_export(steps: int) -> Path:
     """The demo model pretrained ``steps`` steps by this checkout's pretrain stage (made once, then cached)."""
     tok, pairs = demo_data()
     out = CACHE / f"pretrain-{steps}"
@@ -74,6 +108,8 @@ def demo_export(steps: int) -> Path:
 
 
 def run_once(code: Path, export: Path, overrides: list[str]) -> dict:
+    """One finetune stage of the checkout at ``code``: its wall time and, per mode, its seconds, the runs it
+    trained, and every run's score (candidates on dev, the seeds at the choice on test)."""
     with tempfile.TemporaryDirectory(prefix="bench-finetune-") as d:
         out = Path(d)
         args = [sys.executable, "-m", "stages.finetune", f"finetune.init_from={export}",
@@ -85,54 +121,90 @@ def run_once(code: Path, export: Path, overrides: list[str]) -> dict:
         if proc.returncode:
             raise SystemExit(f"{code}: finetune failed:\n{proc.stderr[-3000:]}")
         m = json.loads((out / "metrics" / "finetune.json").read_text())
-    metric = m["metric"]
-    return {"wall_s": wall, "metric": metric,
-            "mode_s": {mode: r["seconds"] for mode, r in m["modes"].items()},
-            "scores": {mode: [run[metric] for run in r["runs"]] for mode, r in m["modes"].items()}}
+    metric, modes = m["metric"], {}
+    for mode, r in m["modes"].items():
+        grid = r["selection"]["grid"]
+        modes[mode] = {
+            "seconds": r["seconds"], "runs": len(grid) + r["n"] - (1 if grid else 0),  # the winner is a seed's run
+            "chosen": r["selection"]["chosen"], "extended": r["selection"].get("extended", []),
+            "dev": {json.dumps({k: v for k, v in g.items() if k not in ("dev", "mlflow_run_id")}, sort_keys=True):
+                    g["dev"][metric] for g in grid},
+            "test": {run["seed"]: run[metric] for run in r["runs"]}}
+    return {"wall_s": wall, "metric": metric, "modes": modes}
+
+
+def same_runs(ref: dict, cur: dict) -> dict[str, dict]:
+    """Per mode: the runs both versions trained, and those whose scores differ."""
+    out = {}
+    for mode, a in ref["modes"].items():
+        b = cur["modes"].get(mode)
+        if b is None:
+            continue
+        pairs = [(f"dev {k}", a["dev"][k], b["dev"][k]) for k in a["dev"] if k in b["dev"]]
+        if a["chosen"] == b["chosen"]:
+            pairs += [(f"test seed {s}", a["test"][s], b["test"][s]) for s in a["test"] if s in b["test"]]
+        out[mode] = {"compared": len(pairs), "differ": [f"{what}: {x} -> {y}" for what, x, y in pairs if x != y]}
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reference", default=REFERENCE)
-    ap.add_argument("--recipe", choices=("reference", "current"), default="reference",
-                    help="the fine-tuning recipe both versions run: the demo's at REFERENCE, or conf/'s now")
-    ap.add_argument("--pretrain-steps", type=int, default=400, help="pretraining steps of the shared export")
+    ap.add_argument("--reference", default=REFERENCE, help=f"the git revision to compare against (default "
+                                                           f"{REFERENCE}: before grids were extended)")
+    ap.add_argument("--task", default="bible_sections", help="conf/task/<task>.yaml, for both versions")
+    ap.add_argument("--export", type=Path, default=None,
+                    help="a pretrained export (Hugging Face folder); default: paths.pretrain/hf, as `dvc repro` "
+                         "leaves it")
+    ap.add_argument("--pretrain-steps", type=int, default=None,
+                    help="pretrain the demo's model this many steps here instead (cached under .bench-cache/)")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("overrides", nargs="*", help="further Hydra overrides for both versions")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides for both versions (a finetune key replaces the "
+                                                 "pinned recipe's)")
     a = ap.parse_args()
-    recipe = REFERENCE_RECIPE if a.recipe == "reference" else current_recipe()
-    overrides = recipe_overrides(recipe) + a.overrides
-    export = demo_export(a.pretrain_steps)
+    export = find_export(a.export, a.pretrain_steps)
+    mine = leaves(OmegaConf.to_container(compose([]).finetune, resolve=True))
     peak = matmul_peak_gflops()
     print(f"fp32 matmul peak on this machine: {peak:.0f} GFLOP/s; {torch.get_num_threads()} threads", flush=True)
-    print(f"recipe ({a.recipe}): {len(recipe['modes'])} modes x {len(recipe['seeds'])} seeds, "
-          f"{recipe['epochs']} epochs, {recipe['feature_epochs']} on frozen features", flush=True)
     runs: dict[str, list[dict]] = {"reference": [], "current": []}
     with reference_checkout(a.reference) as ref:
+        theirs = leaves(yaml.safe_load((ref / "conf" / "finetune" / "demo.yaml").read_text()))
+        both, current_only, reference_only = recipe_overrides(mine, theirs, a.overrides)
+        print(f"recipe: this checkout's conf/finetune/demo.yaml on task {a.task}; current version only: "
+              f"{', '.join(current_only) or 'nothing'}; the reference's own: {', '.join(reference_only) or 'nothing'}",
+              flush=True)
+        task = ["~suite", f"task={a.task}"]
         for _ in range(a.repeats):
-            for name, code in (("reference", ref), ("current", ROOT)):
-                r = run_once(code, export, overrides)
+            for name, code, extra in (("reference", ref, []), ("current", ROOT, current_only)):
+                r = run_once(code, export, task + both + extra)
                 runs[name].append(r)
-                print(f"{name:9s} stage {r['wall_s']:6.1f} s; modes "
-                      + ", ".join(f"{mode} {s:.1f}" for mode, s in r["mode_s"].items()), flush=True)
-    report = {"reference": a.reference, "recipe": recipe, "matmul_peak_gflops": round(peak),
-              "pretrain_steps": a.pretrain_steps, "versions": {}}
+                print(f"{name:9s} stage {r['wall_s']:6.1f} s; " + ", ".join(
+                    f"{mode} {m['seconds']:.1f} s / {m['runs']} runs" for mode, m in r["modes"].items()), flush=True)
+    versions = {}
     for name, rs in runs.items():
-        modes = rs[0]["mode_s"]
-        report["versions"][name] = {
+        modes = rs[0]["modes"]
+        versions[name] = {
             "stage_s": round(statistics.median(r["wall_s"] for r in rs), 1),
-            "modes_s": round(statistics.median(sum(r["mode_s"].values()) for r in rs), 1),
-            "mode_s": {mode: round(statistics.median(r["mode_s"][mode] for r in rs), 1) for mode in modes}}
-    ref_scores, cur_scores = runs["reference"][0]["scores"], runs["current"][0]["scores"]
-    report["identical_scores"] = {mode: ref_scores[mode] == cur_scores.get(mode) for mode in ref_scores}
-    report["stage_ratio"] = round(report["versions"]["current"]["stage_s"] / report["versions"]["reference"]["stage_s"], 2)
-    cur, old = report["versions"]["current"], report["versions"]["reference"]
-    print(f"stage: {old['stage_s']} -> {cur['stage_s']} s ({report['stage_ratio']}x the reference's time); "
-          f"identical {runs['current'][0]['metric']} in every (mode, seed): {all(report['identical_scores'].values())}",
-          flush=True)
-    for mode, same in report["identical_scores"].items():
-        print(f"  {mode:24s} {old['mode_s'][mode]:6.1f} -> {cur['mode_s'].get(mode, float('nan')):6.1f} s  "
-              f"{'same scores' if same else 'scores differ'}", flush=True)
+            "runs": {mode: m["runs"] for mode, m in modes.items()},
+            "s_per_run": {mode: round(statistics.median(r["modes"][mode]["seconds"] for r in rs) / m["runs"], 2)
+                          for mode, m in modes.items()},
+            "all_s_per_run": round(statistics.median(sum(m["seconds"] for m in r["modes"].values()) /
+                                                     sum(m["runs"] for m in r["modes"].values()) for r in rs), 2)}
+    old, cur = versions["reference"], versions["current"]
+    check = same_runs(runs["reference"][0], runs["current"][0])
+    report = {"reference": a.reference, "task": a.task, "current_only": current_only, "reference_only": reference_only,
+              "matmul_peak_gflops": round(peak), "export": str(export), "versions": versions,
+              "stage_ratio": round(cur["stage_s"] / old["stage_s"], 2),
+              "per_run_ratio": round(cur["all_s_per_run"] / old["all_s_per_run"], 2),
+              "same_runs": check, "same_scores": all(not c["differ"] for c in check.values())}
+    print(f"stage: {old['stage_s']} -> {cur['stage_s']} s ({report['stage_ratio']}x); per run: "
+          f"{old['all_s_per_run']} -> {cur['all_s_per_run']} s ({report['per_run_ratio']}x); every run both trained "
+          f"scored the same: {report['same_scores']}", flush=True)
+    for mode, c in check.items():
+        extended = ", ".join(f"{e['lr']:g}" for e in runs["current"][0]["modes"][mode]["extended"])
+        print(f"  {mode:24s} {old['runs'][mode]:3d} -> {cur['runs'][mode]:3d} runs"
+              f"{f' (extended to {extended})' if extended else ''}, {old['s_per_run'][mode]:.2f} -> "
+              f"{cur['s_per_run'][mode]:.2f} s a run; {c['compared']} runs in common, "
+              f"{'same scores' if not c['differ'] else 'differ: ' + '; '.join(c['differ'])}", flush=True)
     print(json.dumps(report))
 
 
