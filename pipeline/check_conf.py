@@ -1,6 +1,8 @@
 """The check_conf stage (``python -m pipeline.check_conf``), before any other stage spends compute: params.yaml
 composed from conf/ as it is now, every setting valid (``pipeline.config.validate``) with each variant of the
-grid applied too, and the rules that need the task loaders: each suite column's metric one its task reports.
+grid applied too, and the rules that need the task loaders: each suite column's metric one its task reports. And
+the ledger's claims (``pipeline/report/claims.yaml``): each states its practical margin, in a unit that fits what
+it reads, before any training (the report would otherwise refuse it only after the whole grid has run).
 
 A module of its own so that only this stage depends on the task loaders' code: editing a loader reruns the
 check and the fine-tuning, not the corpus or the tokenizer.
@@ -18,15 +20,20 @@ from pipeline.config import check_fresh, validate
 from pipeline.errors import ConfigError, LabError
 from pipeline.finetune.tasks import check_columns
 from pipeline.model_config import ModelConfig, build_config
+from pipeline.report.claims import CLAIMS
+from pipeline.report.claims import load as load_claims
 from pipeline.settings import Lab
 from pipeline.variants import apply_variant
 
 GIB = 1 << 30
 
 
-def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR) -> None:
-    """``params`` composed from conf/ as it is now and its settings valid, with each variant of the grid applied
-    too (its own stages would only find a bad setting of its after the baseline's compute)."""
+def check_params(params: Path = CONF_DIR.parent / "params.yaml", conf_dir: Path = CONF_DIR,
+                 claims: Path = CLAIMS) -> None:
+    """The ledger's ``claims`` (their margins), then ``params`` composed from conf/ as it is now and its settings
+    valid, with each variant of the grid applied too (its own stages would only find a bad setting of its after the
+    baseline's compute)."""
+    load_claims(claims)
     cfg = OmegaConf.load(params)
     check_fresh(cfg, conf_dir)
     settings = validate(cfg)
@@ -83,10 +90,15 @@ def check_memory(lab: Lab, name: str, memory: tuple[int, str, int]) -> None:
                           "grid.pretrain, or lower trainer.batch_size (or raise trainer.accumulate_grad_batches)")
 
 
-if __name__ == "__main__":
+def main(claims: Path = CLAIMS) -> None:
+    """The stage: every check, or one line naming what is wrong and exit status 2."""
     try:
-        check_params()
-        print("params.yaml is composed from conf/ as it is, and its settings are valid")
+        check_params(claims=claims)
+        print("params.yaml is composed from conf/ as it is, its settings are valid, and every claim states its margin")
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.report.stats import (ONE_RUN, compare, pooled_variance, seeds_needed, simulate, smallest_detectable,
-                                   unit_means, variance_components)
+from pipeline.report.stats import (NO_SPREAD, ONE_RUN, compare, pooled_variance, seeds_needed, seeds_needed_level,
+                                   simulate, smallest_detectable, unit_means, variance_components, with_margin)
 
 # The demo's noise, measured on its dev accuracy (fractions; README, "Verdicts"): the spread of a
 # pretraining run's mean over its fine-tuning seeds, and of single fine-tuning runs around it.
@@ -105,3 +105,101 @@ def test_seeds_needed_matches_the_textbook_two_sample_case():
     # Cohen's d = 1 at 5%, 80% power: 17 per group for a two-sample t-test
     assert seeds_needed(1.0, 1.0) == 17
     assert seeds_needed(0.0, 1.0) is None
+
+
+# ------------------------------------------------------------------ level: two one-sided tests against a margin
+
+MARGIN = 0.02  # two points of accuracy, as claims.yaml states most downstream margins
+
+
+@pytest.mark.parametrize("ks", [(3, 3, 3), (30, 30)])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_tost_calls_a_difference_of_exactly_the_margin_level_at_most_alpha_of_the_time(ks, sign):
+    """The equivalence test's false "level" rate, at the worst true difference for it (on the margin's edge): at
+    most 5%, by simulation of the report's pooled test (a few runs per row, and many, where it nears 5%)."""
+    sims = 8000
+    rates = simulate(sign * MARGIN, SD_PRETRAIN, SD_FINETUNE, ks, M, sims=sims, seed=11, margin=MARGIN)
+    assert rates["level"] <= 0.05 + 3 * (0.05 * 0.95 / sims) ** 0.5
+    assert rates["better"] + rates["worse"] + rates["level"] + rates["inconclusive"] == pytest.approx(1)
+
+
+def test_tost_power_is_what_the_runs_per_side_it_names_deliver():
+    """seeds_needed_level: at the runs per side it names for a true difference of zero, the simulated test reads
+    level at least 80% of the time (its power bound is conservative); with none of the margin left, never."""
+    sd_unit = (SD_PRETRAIN ** 2 + SD_FINETUNE ** 2 / M) ** 0.5  # the sd of one run's mean over its fine-tuning seeds
+    n = seeds_needed_level(0.0, sd_unit, MARGIN)
+    assert n is not None and 2 < n < 20
+    assert simulate(0.0, SD_PRETRAIN, SD_FINETUNE, (n, n), M, sims=4000, seed=12, margin=MARGIN)["level"] >= 0.78
+    assert seeds_needed_level(MARGIN, sd_unit, MARGIN) is None and seeds_needed_level(-0.03, sd_unit, MARGIN) is None
+    assert "level" not in simulate(0.0, SD_PRETRAIN, SD_FINETUNE, KS, M, sims=2000, seed=13)
+
+
+def test_a_narrow_interval_inside_the_margin_is_level_and_a_wide_one_around_zero_inconclusive():
+    level = compare([0.503, 0.508, 0.498], [0.501, 0.499, 0.500], margin=MARGIN)
+    assert level.verdict == "level" and -MARGIN < level.tost_low < level.diff < level.tost_high < MARGIN
+    assert level.tost_p < 0.05 and level.low < 0 < level.high  # the 95% interval still spans zero
+    assert level.margin == MARGIN and level.seeds_needed is None
+    wide = compare([0.50, 0.55, 0.45], [0.50, 0.45, 0.55], margin=MARGIN)
+    assert wide.verdict == "inconclusive" and wide.tost_low < -MARGIN and wide.tost_high > MARGIN
+    assert wide.seeds_needed_level is not None and wide.seeds_needed_level > 3  # what would show it level
+    # without a margin, none of it: the same comparison as before, its JSON without the TOST's fields
+    plain = compare([0.503, 0.508, 0.498], [0.501, 0.499, 0.500])
+    assert plain.verdict == "inconclusive" and plain.to_json().keys() == {
+        "diff", "n_pretrain", "n_finetune", "test", "confidence", "verdict", "low", "high", "p", "df", "borderline",
+        "seeds_needed"}
+
+
+def test_level_comes_before_better_and_a_difference_beyond_the_margin_stays_better():
+    """A real difference smaller than the margin is level (the 95% interval excludes zero, the 90% one is inside the
+    margin); one whose interval reaches past the margin is better, its TOST far from level."""
+    small = compare([0.503, 0.5035, 0.5025], [0.501, 0.5005, 0.5015], margin=MARGIN)
+    assert small.p < 0.05 and small.low > 0 and small.verdict == "level"
+    big = compare([0.53, 0.54, 0.52], [0.50, 0.50, 0.49], margin=MARGIN)
+    assert big.verdict == "better" and big.tost_p > 0.5 and big.tost_high > MARGIN
+
+
+def test_with_margin_reads_a_comparison_the_report_already_made_as_compare_would():
+    """The ledger reads the report's own tests (a family's row, a suite's cell) against a claim's margin from their
+    interval: the same verdict and TOST as testing the runs with the margin, for every kind of test."""
+    a, b = [0.503, 0.508, 0.498, 0.501], [0.501, 0.499, 0.500, 0.496]
+    pooled = pooled_variance([a, b, [0.49, 0.50, 0.495]])
+    for test, kw in (("welch", {}), ("pooled", {"pooled": pooled}), ("paired", {}), ("fixed", {})):
+        other = b if test != "fixed" else [0.4995]
+        direct = compare(a, other, test=test, margin=MARGIN, **kw)
+        later = with_margin(compare(a, other, test=test, **kw), MARGIN)
+        assert later.verdict == direct.verdict, test
+        assert later.tost_low == pytest.approx(direct.tost_low, abs=2e-6), test
+        assert later.tost_p == pytest.approx(direct.tost_p, abs=1e-4), test
+        assert later.seeds_needed_level == direct.seeds_needed_level, test
+    assert with_margin(compare([0.9], [0.1]), MARGIN).verdict == ONE_RUN  # no test: only the margin recorded
+
+
+# ------------------------------------------------------------------ every run the same score: the binomial floor
+
+def test_identical_runs_far_from_the_reference_are_decided_by_the_binomial_floor():
+    """Three runs all at 42.2% in a cell of 100 rows against a bigram table at 22.8%: no spread between runs, but
+    the test sampling of 100 examples is a floor, and 19 points is far beyond it -- better; the other way, worse."""
+    c = compare([0.422] * 3, [0.228], test="fixed", floor_n=100)
+    assert c.verdict == "better" and c.low > 0 and c.df is None
+    assert c.test.endswith("; no spread between runs: the binomial test-sampling variance of 100 examples as floor")
+    se = (0.422 * 0.578 / 100) ** 0.5  # one run's variance: the runs share their examples, so not divided by 3
+    assert c.high - c.low == pytest.approx(2 * 1.959964 * se, rel=1e-4)
+    assert compare([0.10] * 3, [0.30], test="fixed", floor_n=600).verdict == "worse"
+    assert compare([0.6] * 3, [0.4] * 3, floor_n=200).verdict == "better"  # two sides, each its own variance
+
+
+def test_identical_runs_at_the_reference_are_not_decided_and_level_within_a_margin():
+    """An NSP head that gives every pair the commoner label scores the base rate in every run: not better, not
+    worse; within a margin wider than the floor's interval, level."""
+    at = compare([0.55] * 3, [0.55], test="fixed", floor_n=600)
+    assert at.verdict == "inconclusive" and at.low < 0 < at.high and at.seeds_needed is None  # runs would not help
+    assert compare([0.55] * 3, [0.55], test="fixed", floor_n=600, margin=0.05).verdict == "level"
+    assert compare([0.55] * 3, [0.55], test="fixed", floor_n=600, margin=0.02).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("score", [0.1, 0.422, 0.55, 0.7])
+def test_without_a_floor_identical_runs_read_no_spread_even_where_their_mean_rounds(score):
+    """The mean of three equal floats need not equal them (0.1 + 0.1 + 0.1), which leaves a spread of 1e-17: that
+    is rounding, not a spread to test against."""
+    assert compare([score] * 3, [score - 0.05], test="fixed").verdict == NO_SPREAD
+    assert compare([score] * 3, [score - 0.05] * 3).verdict == NO_SPREAD

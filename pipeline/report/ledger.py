@@ -1,10 +1,13 @@
 """The claims ledger: one row per claim of BERT's story that the grid touches, each from the report's own tests.
 
-``claims.yaml`` lists the claims, the direction the paper found and where the report measures each one; here
-each claim gets the measurement the grid ran (the rows, the metric, the difference and its interval), its
-verdict against the paper's direction (shown, opposite, inconclusive with the pretraining runs per side that would
-decide it), the same rows on the fixed evaluation set with the gap along pretraining (whether more pretraining
-moves it), and the section of the report that holds the detail. A claim the grid did not run names what runs it.
+``claims.yaml`` lists the claims, the direction the paper found, the practical margin of each and where the report
+measures it; here each claim gets the measurement the grid ran (the rows, the metric, the difference and its
+interval), its verdict against the paper's direction (shown, opposite, level within its margin, inconclusive with
+the pretraining runs per side that would decide it), the same rows on the fixed evaluation set with the gap along
+pretraining (whether more pretraining moves it), and the section of the report that holds the detail. A claim the
+grid did not run names what runs it. The tests are the report's own (a family's row, a suite's cell, the fixed
+set's), each read again against the claim's margin (``stats.with_margin``): the margin is the claim's, not the
+table's, so the family tables keep their three verdicts.
 
 ``python -m pipeline.report.ledger NAME=reports/summary.json ...`` sets the ledgers of several reports side by
 side (the README's "Results at a glance").
@@ -15,20 +18,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from pipeline.io import read_json
 from pipeline.report import fixed
+from pipeline.report.claims import in_units
+from pipeline.report.claims import load as load_claims
 from pipeline.report.model import AblationResults, Claim, Comparison, Row, TaskVerdict
-from pipeline.report.stats import compare
+from pipeline.report.stats import compare, with_margin
 
-CLAIMS = Path(__file__).with_name("claims.yaml")
 GRAMMAR_SECTION = "Zero-shot grammar (BLiMP)"
 PROBE_SECTION = "Polysemy: one vector per word, or one per context?"
-
-
-def load_claims(path: Path = CLAIMS) -> list[dict]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def verdict(test: Comparison | None, expect: str) -> str:
@@ -37,15 +36,18 @@ def verdict(test: Comparison | None, expect: str) -> str:
         return "not run"
     if test.verdict in ("better", "worse"):
         return "shown" if test.verdict == expect else "opposite"
-    return "inconclusive"
+    return "level" if test.verdict == "level" else "inconclusive"
 
 
 def ledger(res: AblationResults, probe: dict | None, confidence: float,
            claims: list[dict] | None = None) -> list[Claim]:
-    """Every claim of ``claims`` (``claims.yaml``) measured by the first of its measures the grid ran."""
+    """Every claim of ``claims`` (``claims.yaml``) measured by the first of its measures the grid ran, each test
+    read against the claim's margin."""
     out = []
     for spec in claims if claims is not None else load_claims():
-        base = {"id": spec["id"], "claim": spec["claim"], "paper": spec["paper"]}
+        base = {"id": spec["id"], "claim": spec["claim"], "paper": spec["paper"], "margin": spec["margin"],
+                "fixed_margin": spec.get("fixed_margin"),
+                "level_shown": spec["level"] == "shown" if "level" in spec else None}
         found = next((c for m in spec["measure"] if (c := measure(res, probe, m, base, confidence))), None)
         if found and spec.get("requires") == "nsp_learned":
             pose_nsp(found, res)
@@ -77,8 +79,9 @@ def combined(verdicts: list[str]) -> str:
 
 
 def per_task(res: AblationResults, fam_name: str, row_name: str | None, closest: bool,
-             expect: str) -> list[TaskVerdict]:
-    """The claim's rows tested on every column of the suite (each column's own test against its reference)."""
+             expect: str, margin: float) -> list[TaskVerdict]:
+    """The claim's rows tested on every column of the suite (each column's own test against its reference, read
+    against the claim's ``margin``, in the metric's units)."""
     suite = res.suite or {}
     fam = next((f for f in suite.get("families", []) if f["name"] == fam_name), None)
     if fam is None:
@@ -90,15 +93,16 @@ def per_task(res: AblationResults, fam_name: str, row_name: str | None, closest:
             next((r for r in ran if r.get("key", r["name"]) == row_name), None)
         if row is None:
             continue
-        cell = row["cells"][i]
-        out.append(TaskVerdict(task=col["task_name"], metric=col["metric"], verdict=verdict(cell.vs, expect),
-                               rows=f"{row['label']} vs {cell.vs_row}", test=cell.vs))
+        test = with_margin(row["cells"][i].vs, margin)
+        out.append(TaskVerdict(task=col["task_name"], metric=col["metric"], verdict=verdict(test, expect),
+                               rows=f"{row['label']} vs {row['cells'][i].vs_row}", test=test))
     return out
 
 
 def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confidence: float) -> Claim | None:
     """One way of measuring a claim, or None where the grid did not run it. A downstream claim of a grid with a
-    suite is read on every task of it (``tasks``); its verdict combines theirs."""
+    suite is read on every task of it (``tasks``); its verdict combines theirs. Each test is read against the
+    claim's margin (``base``), the fixed set's against its fixed-set margin."""
     if m.get("grammar"):
         return _grammar(res, m["expect"], base)
     if m.get("probe"):
@@ -117,14 +121,17 @@ def measure(res: AblationResults, probe: dict | None, m: dict, base: dict, confi
     if row is None:
         return None
     ref = next((r for r in fam.rows if r.label == row.vs_row), None)
-    tasks = per_task(res, fam.name, row.key, bool(m.get("closest")), m["expect"])
-    claim = Claim(**base, verdict=verdict(row.vs, m["expect"]), rows=f"{row.label} vs {row.vs_row}",
+    margin = in_units(base["margin"])
+    tasks = per_task(res, fam.name, row.key, bool(m.get("closest")), m["expect"], margin)
+    test = with_margin(row.vs, margin)
+    claim = Claim(**base, verdict=verdict(test, m["expect"]), rows=f"{row.label} vs {row.vs_row}",
                   metric=f"{res.task} test {res.metric}", percent=res.metric in ("accuracy", "f1", "exact_match"),
-                  test=row.vs, section=fam.title, tasks=tasks if len(tasks) > 1 else None)
+                  test=test, section=fam.title, tasks=tasks if len(tasks) > 1 else None)
     if claim.tasks:
         claim.verdict = combined([t.verdict for t in tasks])
     if row.vs_fixed is not None and ref is not None and row.vs_fixed_row == ref.label:
-        claim.fixed, claim.fixed_verdict = row.vs_fixed, verdict(row.vs_fixed, m["expect"])
+        claim.fixed = with_margin(row.vs_fixed, in_units(base["fixed_margin"]))
+        claim.fixed_verdict = verdict(claim.fixed, m["expect"])
         claim.along = gap_along(row, ref)
     if ref is not None and row.pretrain and ref.pretrain and row.pretrain.train_seconds and ref.pretrain.train_seconds:
         claim.cost_seconds = round(row.pretrain.train_seconds + ref.pretrain.train_seconds, 1)
@@ -151,9 +158,9 @@ def _grammar(res: AblationResults, expect: str, base: dict) -> Claim | None:
     row = next((r for f in zs["families"] for r in f["rows"] if r["name"] == "baseline" and r.get("vs_floor")), None)
     if row is None:
         return None
-    floor = zs["floor"]["overall"]
-    return Claim(**base, verdict=verdict(row["vs_floor"], expect), rows=f"the baseline vs the n-gram floor "
-                 f"({100 * floor:.1f}%)", metric="BLiMP accuracy, mean over paradigms", test=row["vs_floor"],
+    floor, test = zs["floor"]["overall"], with_margin(row["vs_floor"], in_units(base["margin"]))
+    return Claim(**base, verdict=verdict(test, expect), rows=f"the baseline vs the n-gram floor "
+                 f"({100 * floor:.1f}%)", metric="BLiMP accuracy, mean over paradigms", test=test,
                  section=GRAMMAR_SECTION)
 
 
@@ -165,7 +172,7 @@ def _probe(probe: dict | None, expect: str, base: dict, confidence: float) -> Cl
     words, top, aniso = sorted(model["per_word"]), model["layers"] - 1, model["anisotropy"]
     last = [model["per_word"][w][top] - aniso[top] for w in words]
     first = [model["per_word"][w][0] - aniso[0] for w in words]
-    test = compare(last, first, test="paired", confidence=confidence)
+    test = compare(last, first, test="paired", confidence=confidence, margin=in_units(base["margin"]))
     return Claim(**base, verdict=verdict(test, expect), rows=f"BERT (baseline): layer {top} vs layer 0, {len(words)} "
                  "words", metric="corrected self-similarity", percent=False, test=test, section=PROBE_SECTION)
 
@@ -181,37 +188,47 @@ def trend(along: list[list[float]] | None) -> str | None:
     return f"{mid[1]:+.1f} at step {mid[0]}, {end[1]:+.1f} at step {end[0]} ({how})"
 
 
+def numbers(test: Comparison, prefix: str = "") -> dict:
+    """A test's numbers as ``summary.json`` holds them (``prefix``: ``fixed_`` for the fixed set's), with the
+    margin's where the test was read against one."""
+    out = {f"{prefix}diff": test.diff, f"{prefix}low": test.low, f"{prefix}high": test.high, f"{prefix}p": test.p}
+    out.update({} if prefix else {"runs": test.n_pretrain})
+    out[f"{prefix}runs_needed"] = test.seeds_needed
+    if test.margin is not None:
+        out.update({f"{prefix}margin": test.margin, f"{prefix}tost_low": test.tost_low,
+                    f"{prefix}tost_high": test.tost_high, f"{prefix}tost_p": test.tost_p,
+                    f"{prefix}runs_needed_level": test.seeds_needed_level})
+    return out
+
+
 def summary(claims: list[Claim]) -> dict[str, dict]:
     """The ledger as ``summary.json`` holds it: per claim its verdict and numbers."""
     out = {}
     for c in claims:
         entry: dict = {"verdict": c.verdict}
         if c.test is not None:
-            entry.update({"rows": c.rows, "metric": c.metric, "diff": c.test.diff, "low": c.test.low,
-                          "high": c.test.high, "p": c.test.p, "runs": c.test.n_pretrain,
-                          "runs_needed": c.test.seeds_needed, "percent": c.percent})
+            entry.update({"rows": c.rows, "metric": c.metric, **numbers(c.test), "percent": c.percent})
         if c.tasks:
-            entry["tasks"] = {t.task: {"verdict": t.verdict, "rows": t.rows, "metric": t.metric, "diff": t.test.diff,
-                                       "low": t.test.low, "high": t.test.high, "p": t.test.p,
-                                       "runs": t.test.n_pretrain, "runs_needed": t.test.seeds_needed}
+            entry["tasks"] = {t.task: {"verdict": t.verdict, "rows": t.rows, "metric": t.metric, **numbers(t.test)}
                               for t in c.tasks}
         if c.fixed is not None:
-            entry.update({"fixed_verdict": c.fixed_verdict, "fixed_diff": c.fixed.diff, "fixed_low": c.fixed.low,
-                          "fixed_high": c.fixed.high, "fixed_p": c.fixed.p,
-                          "fixed_runs_needed": c.fixed.seeds_needed})
+            entry.update({"fixed_verdict": c.fixed_verdict, **numbers(c.fixed, "fixed_")})
         if c.along:
             entry["fixed_gap_along"] = c.along
         if c.run_by:
             entry["run_by"] = c.run_by
         if c.precondition:
             entry["precondition"] = c.precondition
+        if c.level_shown is not None:
+            entry["level_shown"] = c.level_shown
         out[c.id] = entry
     return out
 
 
 def cell(entry: dict) -> str:
     """A claim's verdict and difference as one short cell of the side-by-side table (read on several tasks:
-    each task's), and the precondition it was posed on, if it has one."""
+    each task's), and the precondition it was posed on, if it has one. A level reading shows the interval that lies
+    inside the margin (the TOST's, 90% at 95%), and whether level is the paper's direction."""
     if "diff" not in entry:
         return "not run"
     if entry["verdict"] == "not posed":
@@ -219,11 +236,22 @@ def cell(entry: dict) -> str:
     def num(value: float) -> str:
         return f"{100 * value:+.1f}" if entry.get("percent", True) else f"{value:+.3f}"
 
+    def size(value: float) -> str:
+        return f"±{100 * value:g}" if entry.get("percent", True) else f"±{value:g}"
+
     def one(e: dict) -> str:
+        if e["verdict"] == "level":
+            flag = {True: ", the paper's direction", False: ", not the paper's direction"}.get(entry.get("level_shown"),
+                                                                                              "")
+            return (f"level ({num(e['diff'])} [{num(e['tost_low'])}, {num(e['tost_high'])}] within "
+                    f"{size(e['margin'])}){flag}")
         text = f"{e['verdict']} ({num(e['diff'])}"
         text += f" [{num(e['low'])}, {num(e['high'])}])" if e.get("low") is not None else ")"
-        if e["verdict"] == "inconclusive" and e.get("runs_needed"):
-            text += f", ~{e['runs_needed']} runs a side"
+        n, n_level = e.get("runs_needed"), e.get("runs_needed_level")
+        if e["verdict"] == "inconclusive" and n_level and (not n or n_level < n):
+            text += f", ~{n_level} runs a side to show it level within {size(e['margin'])}"
+        elif e["verdict"] == "inconclusive" and n:
+            text += f", ~{n} runs a side"
         return text
 
     text = "; ".join(f"{task}: {one(e)}" for task, e in entry["tasks"].items()) if entry.get("tasks") else one(entry)
