@@ -36,7 +36,8 @@ def cell_values(pres: list[dict], cell: str) -> list[float]:
 
 def row_result(variant: str, label: str, pres: list[dict], cells: list[dict], floors: dict[str, dict[str, float]],
                confidence: float) -> dict | None:
-    """One row: its LM kind, runs, and per cell its interval and its test against each floor of its kind."""
+    """One row: its LM kind, runs, and per cell its interval and its test against each floor of its kind (runs that
+    all scored the same in a cell: with the binomial floor of the cell's rows, one hidden piece a row)."""
     lm = pres[0]["lm"]
     names = [n for n in FLOORS_OF.get(lm, ()) if n in floors]
     scores = {}
@@ -46,7 +47,8 @@ def row_result(variant: str, label: str, pres: list[dict], cells: list[dict], fl
             return None  # a run scored before the probe existed
         scores[c["name"]] = LayoutCell(**asdict(interval(values, confidence)),
                                        vs_floors={n: compare(values, [floors[n][c["name"]]], test="fixed",
-                                                             confidence=confidence) for n in names})
+                                                             confidence=confidence, floor_n=c.get("rows"))
+                                                  for n in names})
     return {"variant": variant, "label": label, "lm": lm, "runs": len(pres), "floors": names, "cells": scores}
 
 

@@ -391,7 +391,8 @@ def nsp_base_rate(eval_meta: dict | None) -> float | None:
 def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> NspCheck | None:
     """Next-sentence prediction against its base rate: the share of the fixed set's pairs whose B is the actual
     next segment (its ``meta.json``), the accuracy of always guessing the more common label, and the baseline's
-    NSP accuracy on those pairs (``fixed/nsp_acc``) tested against it over the pretraining runs."""
+    NSP accuracy on those pairs (``fixed/nsp_acc``) tested against it over the pretraining runs. Runs that all
+    scored the same (a head that gives every pair one label) are tested with the binomial floor of the set's pairs."""
     values = [float(p["fixed/nsp_acc"]) for p in pres if p.get("fixed/nsp_acc") is not None]
     base = nsp_base_rate(eval_meta)
     if not values or base is None:
@@ -399,7 +400,8 @@ def nsp_check(pres: list[dict], eval_meta: dict | None, confidence: float) -> Ns
     actual = float(eval_meta["stats"]["actual_next"])
     return NspCheck(actual_next=round(actual, 6), base_rate=round(base, 6),
                     accuracy=fixed.interval(values, confidence),
-                    vs_base=compare(values, [base], test="fixed", confidence=confidence))
+                    vs_base=compare(values, [base], test="fixed", confidence=confidence,
+                                    floor_n=eval_meta["stats"].get("sequences")))
 
 
 def nsp_findings(nsp: NspCheck | None) -> list[str]:
