@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,10 @@ from pipeline.stages.report import run as build_report
 # NSP and objective tables) is left out.
 CI = ["grid=ci", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]",
       "~suite"]  # one task (the default suite's tests: test_the_demo_suite_...)
+
+
+# a claim's test is the report's own, read again against the claim's margin: these fields aside, the same
+NO_MARGIN = {"margin": None, "tost_p": None, "tost_low": None, "tost_high": None, "seeds_needed_level": None}
 
 
 def _grid(*overrides: str) -> list[str]:
@@ -279,24 +284,27 @@ def test_the_report_opens_with_the_claims_ledger_computed_from_its_own_tests(rep
     by_id = {c.id: c for c in res.ledger}
     fams = {f.name: {r.name: r for r in f.rows} for f in res.families}
     pays = by_id["pretraining_pays"]  # from scratch worse than pretrained: the paper's direction
-    assert pays.verdict == "shown" and pays.test == fams["pretraining"]["scratch"].vs
+    assert pays.verdict == "shown" and replace(pays.test, **NO_MARGIN) == fams["pretraining"]["scratch"].vs
+    assert pays.test.margin == pytest.approx(0.02) and pays.margin["unit"] == "points"  # claims.yaml's 2 points
     assert pays.rows == "from scratch vs pretrained" and pays.metric == "bible_sections test accuracy"
     frozen = by_id["finetune_vs_frozen"]  # the only frozen mode of grid=ci is the closest
     assert frozen.verdict == "shown" and frozen.rows.startswith("learned mix of all layers (ELMo) vs")
     ltr = by_id["bidirectional_vs_ltr"]  # no lineage in this grid: the objective family measures it
     assert ltr.verdict == "shown" and ltr.section == "Pretraining objective"
-    assert ltr.test.diff == pytest.approx(-0.055) and ltr.fixed == fams["objective"]["ltr"].vs_fixed
+    assert ltr.test.diff == pytest.approx(-0.055) and replace(ltr.fixed, **NO_MARGIN) == fams["objective"]["ltr"].vs_fixed
+    assert ltr.fixed.margin == pytest.approx(0.01)  # the fixed set's margin, 1 point
     assert ltr.fixed_verdict == "opposite"  # LTR 25% vs MLM 16% on the fixed set here: the reverse beyond noise
     assert [step for step, _ in ltr.along] == sorted(step for step, _ in ltr.along) and len(ltr.along) > 1
     nsp = by_id["nsp"]  # nsp_off is not in grid=ci: the claim is not run, and says what runs it
-    assert nsp.verdict == "not run" and nsp.run_by == "the default grid (nsp_off)" and nsp.test is None
+    assert nsp.verdict == "not run" and nsp.run_by.startswith("experiment=nsp_posed") and nsp.test is None
     assert {c.id for c in res.ledger if c.verdict == "not run"} == {
         "contextual_vs_static", "masking_procedure", "nsp", "depth", "depth_12_24", "mask_ratio", "grammar", "senses"}
     saved = json.loads((out / "summary.json").read_text())["ledger"]
     assert saved["pretraining_pays"]["verdict"] == "shown" and saved["pretraining_pays"]["diff"] == pays.test.diff
     assert saved["depth"] == {"verdict": "not run", "run_by": "grid=depth"}
     md = (out / "report.md").read_text()
-    assert md.index("## The paper's claims, measured here") < md.index("## Method")
+    assert md.index("## The paper's claims, measured here") < md.index("figures/ledger_forest.png") < \
+        md.index("| claim | the paper |") < md.index("## Method")
     assert "| Pretraining pays | pretrained far above" in md and "not run: grid=depth" in md
 
 
@@ -925,6 +933,8 @@ def test_a_missing_browser_fails_under_ci_and_skips_elsewhere(monkeypatch):
 # "[]") and its keys, names that come from the grid as placeholders (<run>, <cell>, ...), and key sets that recur
 # by name.
 COMPARISON = "borderline confidence df diff high low n_finetune n_pretrain p seeds_needed test verdict"
+CLAIM_TEST = f"{COMPARISON} margin tost_high tost_low tost_p"  # a ledger's test, read against the claim's margin
+MARGIN = "reason unit value"
 INTERVAL = "high low mean std units"
 SCORE = f"{INTERVAL} groups mlflow_run_ids n_finetune n_pretrain"
 CROSSING = "crossed flops runs seconds step tokens"
@@ -983,12 +993,14 @@ ABLATIONS_KEYS = {
     "intrinsic.vs_floors": "<floor>",
     "intrinsic.vs_floors.<floor>": COMPARISON,
     "layout": "along baseline_reads cells floors rows settings",
-    "ledger[]": "along claim cost_seconds fixed fixed_verdict id metric paper percent rows run_by section tasks test "
-                "verdict",
+    "ledger[]": "along claim cost_seconds fixed fixed_margin fixed_verdict id level_shown margin metric paper percent "
+                "rows run_by section tasks test verdict",
+    "ledger[].margin": MARGIN,
+    "ledger[].fixed_margin": MARGIN,
     "ledger[].tasks[]": "metric rows task test verdict",
-    "ledger[].tasks[].test": COMPARISON,
-    "ledger[].fixed": COMPARISON,
-    "ledger[].test": COMPARISON,
+    "ledger[].tasks[].test": CLAIM_TEST,
+    "ledger[].fixed": CLAIM_TEST,
+    "ledger[].test": CLAIM_TEST,
     "layout.along[]": "cells rows runs step tokens",
     "layout.along[].cells": "<cell>",
     "layout.along[].cells.<cell>": "high low mean",
@@ -1022,10 +1034,13 @@ ABLATIONS_KEYS = {
     "summary": "<run> control floors ledger",
     "summary.control": "<task>/<mode>_drop <task>/needs_word_order",
     "summary.ledger": "<claim>",
-    "summary.ledger.<claim>": "diff fixed_diff fixed_gap_along fixed_high fixed_low fixed_p fixed_runs_needed "
-                              "fixed_verdict high low metric p percent rows run_by runs runs_needed tasks verdict",
+    "summary.ledger.<claim>": "diff fixed_diff fixed_gap_along fixed_high fixed_low fixed_margin fixed_p "
+                              "fixed_runs_needed fixed_runs_needed_level fixed_tost_high fixed_tost_low fixed_tost_p "
+                              "fixed_verdict high level_shown low margin metric p percent rows run_by runs runs_needed "
+                              "runs_needed_level tasks tost_high tost_low tost_p verdict",
     "summary.ledger.<claim>.tasks": "<task>",
-    "summary.ledger.<claim>.tasks.<task>": "diff high low metric p rows runs runs_needed verdict",
+    "summary.ledger.<claim>.tasks.<task>": "diff high low margin metric p rows runs runs_needed runs_needed_level "
+                                           "tost_high tost_low tost_p verdict",
     "summary.<run>": SUMMARY_ROW,
     "summary.<run>.layout": "<cell>",
     "summary.floors": "<floor> blimp_ngram layout nsp_base_rate",
