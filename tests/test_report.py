@@ -950,8 +950,8 @@ TABLE_ROW = (f"{SUITE_CELLS} frozen_weighted_high frozen_weighted_low frozen_wei
              "frozen_weighted_n_pretrain pretrained_high pretrained_low pretrained_mean pretrained_n_finetune "
              "pretrained_n_pretrain vs_diff vs_high vs_low vs_p")
 ABLATIONS_KEYS = {
-    "": "choices controls families findings grid intrinsic layout ledger method metric nsp runs suite summary table "
-        "task variant_modes zero_shot",
+    "": "choices controls families findings grid intrinsic layout ledger method metric noise nsp runs suite summary "
+        "table task variant_modes zero_shot",
     "choices[]": "metric runs task task_name",
     "choices[].runs": "<run>",
     "choices[].runs.<run>": "<mode>",
@@ -1017,6 +1017,10 @@ ABLATIONS_KEYS = {
               "sd_pretrain smallest_detectable",
     "method.power_at_observed": "<difference>",
     "method.pretraining_runs": "<run>",
+    "noise[]": "designs finetune_seconds metric pretrain_seconds runs score sd_finetune sd_pretrain sd_test seeds "
+               "target task test_examples",
+    "noise[].designs[]": "cheapest comparison df floor options rows runs se seeds test",
+    "noise[].designs[].options[]": "change detectable examples seconds",
     "nsp": "accuracy actual_next base_rate vs_base",
     "nsp.accuracy": INTERVAL,
     "nsp.vs_base": COMPARISON,

@@ -339,7 +339,7 @@ class NoiseDesign(Record):
     rows: list[str]  # the rows compared this way, each "<row> vs <reference>"
     runs: list[int]  # units per side (pretraining runs; from scratch: its fine-tuning runs); paired: one side
     seeds: list[int]  # fine-tuning runs per unit, per side
-    df: float | None  # the test's degrees of freedom as run (None: no test can be made)
+    df: int | None  # the test's degrees of freedom as run, Welch's at its lower bound (None: no test can be made)
     se: float  # sd of the difference of the two means as run, all three kinds of noise, in the metric's units
     floor: float  # what unlimited runs and seeds would detect: test sampling's share alone (0 where unknown)
     options: list[NoiseOption]  # as run first

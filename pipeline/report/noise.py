@@ -1,22 +1,13 @@
-"""How much noise, and what would cut it: each task's three kinds of luck, measured, and the difference each
-comparison of the grid detects, as run and with twice the pretraining runs, fine-tuning seeds or test examples.
+"""How much noise, and what would cut it: each task's three kinds of luck, measured, and the true difference each
+comparison of the grid detects with 80% power, as run and with twice the pretraining runs, the fine-tuning seeds or
+the test examples, with what each change costs at the grid's measured times.
 
-A row's score on a task carries three kinds of noise:
-
-* pretraining luck, sd σp: which pretraining run the row got (its seed: weights, data order, masks);
-* fine-tuning luck, sd σf: which fine-tuning seed (head, dropout, batch order);
-* test sampling, sd σt = sqrt(p (1 − p) / n): which n examples the test split holds, for an accuracy p.
-
-σp and σf come from a one-way ANOVA of the baseline's fine-tuned runs grouped by pretraining run
-(``stats.variance_components``); σt is the binomial sd of a share. A row of k pretraining runs, each fine-tuned with m
-seeds, has a mean whose variance is σp²/k + σf²/(k·m) + σt². Assumed: normal luck, one spread for every row (as the
-pooled test assumes), and test sampling independent per row -- which overstates it for rows read on the same test
-split (they share most of it), so the detectable differences here are conservative.
-
-The detectable difference is that of a t-test whose standard error counts all three terms, at the degrees of freedom
-of the report's own test for the comparison (pooled over the family's rows, Welch's, or paired); its power, the chance
-of a "better" verdict at the report's confidence, comes from the noncentral t distribution. With σt = 0 it is exactly
-the pooled test ``stats.simulate`` simulates (``tests/test_noise.py`` checks that the two agree).
+Pretraining luck (sd σp) and fine-tuning luck (σf) come from a one-way ANOVA of the baseline's fine-tuned runs grouped
+by pretraining run (``stats.variance_components``); test sampling (σt) is the binomial sd sqrt(p (1 − p) / n) of an
+accuracy p on n test examples. A row of k pretraining runs with m seeds each has a mean of variance
+σp²/k + σf²/(k·m) + σt² (``model_text`` states the assumptions). The detectable difference is a t-test's whose
+standard error counts all three terms, at the degrees of freedom of the report's own test, its power from the
+noncentral t distribution: with σt = 0 it is the pooled test ``stats.simulate`` simulates (``tests/test_noise.py``).
 """
 from __future__ import annotations
 
@@ -27,11 +18,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy import optimize, stats
 
-from pipeline.finetune.modes import mode_label
 from pipeline.names import CLASSICAL, SEED_FREE
 from pipeline.report.figures import COLORS, REFERENCE
 from pipeline.report.model import AblationResults, FamilyResult, NoiseDesign, NoiseOption, TaskNoise
-from pipeline.report.results import BASELINE, by_variant, choose_test, fmt, load_runs, percent, score
+from pipeline.report.results import BASELINE, by_variant, choose_test, fmt, load_runs, percent
 from pipeline.report.stats import variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
@@ -40,13 +30,15 @@ POWER = 0.8  # the power a detectable difference is defined at (as ``stats.small
 MAX_SCALE = 64  # the most runs per side searched for the target, as a multiple of the runs as run
 PROPORTIONS = ("accuracy", "exact")  # metrics that are a share of test examples (the binomial sd applies)
 AS_RUN, RUNS, SEEDS, TEST = "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples"
+COMPARISONS = {"pooled": "pretraining variants", "paired": "fine-tuning modes of the same runs",
+               "welch": "pretrained and from scratch"}  # each test's comparisons in words, in the tables' order
 
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: ``runs`` units (pretraining runs; from scratch, its fine-tuning runs), each the
-    mean of ``seeds`` fine-tuning runs. Variances in the metric's units squared; seconds of one unit's pretraining
-    (0 from scratch) and of one fine-tuning run (None: not measured)."""
+    """One side of a comparison: ``runs`` units, each the mean of ``seeds`` fine-tuning runs; a unit is a
+    pretraining run, or from scratch (``pretrained`` false) one fine-tuning run. Variances in the metric's units
+    squared; seconds of one unit's pretraining (0 from scratch) and of one fine-tuning run (None: not measured)."""
 
     runs: int
     seeds: int
@@ -55,6 +47,7 @@ class Side:
     var_test: float
     pretrain_seconds: float | None
     finetune_seconds: float | None
+    pretrained: bool = True
 
     @property
     def unit_var(self) -> float:
@@ -66,12 +59,19 @@ class Side:
         """The variance of the side's mean: σp²/k + σf²/(k·m) + σt²."""
         return self.unit_var / self.runs + self.var_test
 
-    def cost(self, runs: int, seeds: int) -> float | None:
-        """Seconds to go from this side's runs to ``runs`` units of ``seeds`` fine-tuning runs each."""
+    def scaled(self, runs: int, seeds: int, test: float) -> Side:
+        """``runs`` times the pretraining runs, ``seeds`` times the seeds (from scratch: times the runs, nothing
+        pretrained behind them), ``test`` times the test examples (σt² divided by it)."""
+        if self.pretrained:
+            return replace(self, runs=self.runs * runs, seeds=self.seeds * seeds, var_test=self.var_test / test)
+        return replace(self, runs=self.runs * seeds, var_test=self.var_test / test)
+
+    def cost(self, to: Side) -> float | None:
+        """Seconds to go from this side's runs to ``to``'s (None: a time not measured)."""
         if self.pretrain_seconds is None or self.finetune_seconds is None:
             return None
-        return (runs - self.runs) * self.pretrain_seconds + (runs * seeds - self.runs * self.seeds) * \
-            self.finetune_seconds
+        return (to.runs - self.runs) * self.pretrain_seconds + \
+            (to.runs * to.seeds - self.runs * self.seeds) * self.finetune_seconds
 
 
 @dataclass(frozen=True)
@@ -84,16 +84,13 @@ class Design:
     other_df: int = 0
 
     @property
-    def df(self) -> float:
-        """The test's degrees of freedom (0: no test can be made): Welch's from the sides' modelled spreads."""
+    def df(self) -> int:
+        """The test's degrees of freedom (0: no test can be made). Welch's at its lower bound, the smaller side's
+        units less one: Satterthwaite's value moves toward the side with fewer units as the other's spread
+        shrinks, so with it more seeds could read as less power."""
         if self.test == "pooled":
             return self.other_df + sum(s.runs - 1 for s in self.sides)
-        if self.test == "paired":
-            return self.sides[0].runs - 1
-        v = [s.unit_var / s.runs for s in self.sides]
-        if any(s.runs < 2 for s in self.sides) or not sum(v):
-            return 0.0
-        return sum(v) ** 2 / sum(x ** 2 / (s.runs - 1) for x, s in zip(v, self.sides))
+        return min(s.runs for s in self.sides) - 1
 
     @property
     def se(self) -> float:
@@ -101,14 +98,16 @@ class Design:
         return math.sqrt(sum(s.var for s in self.sides))
 
     def scaled(self, runs: int = 1, seeds: int = 1, test: float = 1.0) -> Design:
-        """The design with ``runs`` times the units and ``seeds`` times the seeds per side, and ``test`` times
-        the test examples (σt² divided by it)."""
-        return replace(self, sides=tuple(replace(s, runs=s.runs * runs, seeds=s.seeds * seeds,
-                                                 var_test=s.var_test / test) for s in self.sides))
+        """Every side with ``Side.scaled``."""
+        return replace(self, sides=tuple(s.scaled(runs, seeds, test) for s in self.sides))
 
-    def cost(self, runs: int = 1, seeds: int = 1) -> float | None:
-        """Seconds that ``scaled(runs, seeds)`` adds (None where a side's times were not measured)."""
-        costs = [s.cost(s.runs * runs, s.seeds * seeds) for s in self.sides]
+    def more(self, times: int) -> Design:
+        """``times`` the units on every side: pretraining runs, and from scratch its runs."""
+        return replace(self, sides=tuple(replace(s, runs=s.runs * times) for s in self.sides))
+
+    def cost(self, to: Design) -> float | None:
+        """Seconds to go from this design's runs to ``to``'s (None where a side's times were not measured)."""
+        costs = [s.cost(t) for s, t in zip(self.sides, to.sides)]
         return None if None in costs else float(sum(costs))
 
 
@@ -183,9 +182,8 @@ def finetune_seconds(runs: list[dict], mode: str) -> float | None:
 @dataclass(frozen=True)
 class Plan:
     """A comparison the grid makes, whatever the task: its test, the reference's and the row's variant (pooled) or
-    mode, in words, and (pooled) the family's other variants, which add to the pooled spread."""
+    mode, the rows in words, and (pooled) the family's other variants, which add to the pooled spread."""
 
-    comparison: str
     test: str
     ref: str
     row: str
@@ -206,11 +204,10 @@ def plans(families: list[FamilyResult]) -> list[Plan]:
             rows = f"{row.label} vs {ref.label}"
             if fam.kind == "variant":
                 others = tuple(r.name for r in ran.values() if r is not row and r is not ref)
-                out.append(Plan("pretraining variant", "pooled", ref.name, row.name, rows, others))
+                out.append(Plan("pooled", ref.name, row.name, rows, others))
             else:
-                test = choose_test("mode", row.name, ref.name)
-                out.append(Plan(f"{mode_label(row.name)} vs {mode_label(ref.name)}", test, ref.name, row.name, rows))
-    return out
+                out.append(Plan(choose_test("mode", row.name, ref.name), ref.name, row.name, rows))
+    return sorted(out, key=lambda p: list(COMPARISONS).index(p.test))  # the ablations first
 
 
 def design(plan: Plan, variants: dict[str, list[dict]], mode: str, metric: str,
@@ -260,7 +257,8 @@ def mode_side(runs: list[dict], mode: str, groups: dict[int, list[float]], metri
     if mode in SEED_FREE:
         values = [x for g in groups.values() for x in g]
         var = float(np.var(values, ddof=1)) if len(values) > 1 else 0.0
-        return Side(len(values), 1, 0.0, var, sampling_var(metric, groups, runs), 0.0, finetune_seconds(runs, mode))
+        return Side(len(values), 1, 0.0, var, sampling_var(metric, groups, runs), 0.0, finetune_seconds(runs, mode),
+                    pretrained=False)
     sd_p, sd_f = variance_components(list(groups.values()))
     return Side(len(groups), max(map(len, groups.values())), sd_p ** 2, sd_f ** 2, sampling_var(metric, groups, runs),
                 pretrain_seconds(runs), finetune_seconds(runs, mode))
@@ -275,17 +273,18 @@ def options(d: Design, confidence: float, target: float, test_examples: int | No
         return NoiseOption(change, None if found is None else round(found, 6),
                            None if seconds is None else round(seconds, 1), examples)
 
-    out = [option(AS_RUN, d), option(RUNS, d.scaled(runs=2), d.cost(runs=2)),
-           option(SEEDS, d.scaled(seeds=2), d.cost(seeds=2))]
+    out = [option(AS_RUN, d)] + [option(change, x, d.cost(x)) for change, x in ((RUNS, d.scaled(runs=2)),
+                                                                             (SEEDS, d.scaled(seeds=2)))]
     if any(s.var_test for s in d.sides):
         out.append(option(TEST, d.scaled(test=2), examples=test_examples))
     reaches = [o for o in out if o.detectable is not None and o.detectable <= target]
-    if not reaches:  # more runs than twice: the fewest multiple that reaches the target
-        found = next((r for r in range(3, MAX_SCALE + 1) if (x := detectable(d.scaled(runs=r), confidence))
-                      is not None and x <= target), None)
-        if found:
-            out.append(option(f"{found}x runs", d.scaled(runs=found), d.cost(runs=found)))
-            reaches = out[-1:]
+    if not reaches:  # more than twice the runs: the fewest multiple of every side's units that reaches it
+        for r in range(3, MAX_SCALE + 1):
+            more = option(f"{r}x runs", d.more(r), d.cost(d.more(r)))
+            if more.detectable is not None and more.detectable <= target:
+                out.append(more)
+                reaches = [more]
+                break
     if any(o.change == AS_RUN for o in reaches):
         return out, AS_RUN
     timed = [o for o in reaches if o.seconds is not None]
@@ -301,32 +300,41 @@ def task_noise(variants: dict[str, list[dict]], plan: list[Plan], mode: str, met
     groups = by_run(base_runs, mode, metric)
     if not groups:
         return None
-    base = score(base_runs, mode, metric, confidence)
+    mean = float(np.mean([np.mean(g) for g in groups.values()]))  # the row's number: a mean of run means
     k, m = len(groups), max(map(len, groups.values()))
     sd_p, sd_f = variance_components(list(groups.values()))
     ft = base_runs[0]["finetune"]
     n_test = ft.get("test_questions", ft.get("test_examples"))
-    sd_t, why = sampling_sd(metric, base.mean, n_test)
-    designs = []
-    if k > 1:  # one pretraining run shows no pretraining luck: nothing to size
-        found: dict[tuple, tuple[Design, list[Plan]]] = {}
-        for p in plan:
-            d = design(p, variants, mode, metric, (sd_p ** 2, sd_f ** 2, (sd_t or 0.0) ** 2))
-            if d is not None:  # variants of one design (runs, seeds, pooled spread) share one line
-                key = (p.comparison, d.test, tuple((s.runs, s.seeds) for s in d.sides), d.other_df) \
-                    if d.test == "pooled" else (p,)
-                found.setdefault(key, (d, []))[1].append(p)
-        for d, ps in found.values():
-            opts, cheapest = options(d, confidence, target, n_test)
-            designs.append(NoiseDesign(comparison=ps[0].comparison, test=d.test, rows=[p.rows for p in ps],
-                                       runs=[s.runs for s in d.sides], seeds=[s.seeds for s in d.sides],
-                                       df=round(d.df, 2) if d.df else None, se=round(d.se, 6),
-                                       floor=round(floor(d, confidence), 6), options=opts, cheapest=cheapest))
-    return TaskNoise(task=ft["task"], metric=metric, score=base.mean, runs=k, seeds=m,
+    sd_t, why = sampling_sd(metric, mean, n_test)
+    designs = sized(plan, variants, mode, metric, (sd_p ** 2, sd_f ** 2, (sd_t or 0.0) ** 2), confidence, target,
+                    n_test) if k > 1 else []  # one pretraining run shows no pretraining luck: nothing to size
+    seconds = pretrain_seconds(base_runs), finetune_seconds(base_runs, mode)
+    return TaskNoise(task=ft["task"], metric=metric, score=round(mean, 6), runs=k, seeds=m,
                      sd_pretrain=round(sd_p, 6) if k > 1 else None, sd_finetune=round(sd_f, 6) if m > 1 else None,
                      sd_test=None if sd_t is None else round(sd_t, 6), test_examples=n_test or None,
-                     pretrain_seconds=pretrain_seconds(base_runs), finetune_seconds=finetune_seconds(base_runs, mode),
-                     target=target, designs=designs, no_sd_test=why)
+                     pretrain_seconds=seconds[0], finetune_seconds=seconds[1], target=target, designs=designs,
+                     no_sd_test=why)
+
+
+def sized(plan: list[Plan], variants: dict[str, list[dict]], mode: str, metric: str,
+          base_var: tuple[float, float, float], confidence: float, target: float,
+          n_test: int | None) -> list[NoiseDesign]:
+    """Each comparison of ``plan`` that ran on the task, with its options; pretraining variants of one design (runs
+    and seeds per side, the pooled spread's degrees of freedom) share one line."""
+    found: dict[tuple, tuple[Design, list[Plan]]] = {}
+    for p in plan:
+        d = design(p, variants, mode, metric, base_var)
+        if d is not None:
+            key = (tuple((s.runs, s.seeds) for s in d.sides), d.other_df) if d.test == "pooled" else (p,)
+            found.setdefault(key, (d, []))[1].append(p)
+    out = []
+    for d, ps in found.values():
+        opts, cheapest = options(d, confidence, target, n_test)
+        out.append(NoiseDesign(comparison=COMPARISONS[d.test], test=d.test, rows=[p.rows for p in ps],
+                               runs=[s.runs for s in d.sides], seeds=[s.seeds for s in d.sides],
+                               df=d.df or None, se=round(d.se, 6),
+                               floor=round(floor(d, confidence), 6), options=opts, cheapest=cheapest))
+    return out
 
 
 def grid_noise(res: AblationResults, runs: dict, confidence: float, target: float = TARGET) -> list[TaskNoise]:
@@ -345,7 +353,9 @@ def grid_noise(res: AblationResults, runs: dict, confidence: float, target: floa
 # -- the section: its text, tables and figure
 
 def duration(seconds: float) -> str:
-    """Machine time as the tables write it: minutes up to 90, hours up to two days, then days."""
+    """Machine time as the tables write it: seconds, minutes up to 90, hours up to two days, then days."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
@@ -456,7 +466,7 @@ def task_text(t: TaskNoise) -> str:
     d = t.designs[0]
     now = d.options[0].detectable
     detects = f"detects {amount(t.metric, now)}" if now is not None else "makes no test"
-    return (f"{t.task}: {parts}. As run, the {d.comparison} comparison ({'; '.join(d.rows)}) {detects}; to "
+    return (f"{t.task}: {parts}. Between {d.comparison} ({'; '.join(d.rows)}) the grid {detects} as run; to "
             f"detect {amount(t.metric, t.target)}: {cheapest_text(d, t.metric)}.")
 
 

@@ -22,6 +22,7 @@ from pipeline.report.figures import (along_figure, bars_figure, choices_figure, 
 from pipeline.report.forest import alt_text, forest_figure
 from pipeline.report.ledger import PROBE_SECTION, trend
 from pipeline.report.protocol import BIG_DROP, NEAR_CHANCE
+from pipeline.report.noise import noise_section
 from pipeline.report.model import (AblationResults, Claim, Comparison, Crossing, FamilyResult, Floor, Interval,
                                    LayoutCell, Method, Row, Score, SuiteCell, to_json)
 from pipeline.report.results import BASELINE, classical_name, fmt, p_text, percent, signed
@@ -547,6 +548,7 @@ def write_report(res: AblationResults, corpus: dict, pre: dict, ft: dict, out: P
         ledger_section(doc, res)
     doc.heading("Method")
     doc.para(method_text(res.method, res.metric), cls="note")
+    noise_section(doc, res)
     if res.sweeps:
         sweep_section(doc, res)
     if res.choices:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.io import read_json
-from pipeline.report import grammar, ledger, protocol
+from pipeline.report import grammar, ledger, noise, protocol
 from pipeline.report.model import AblationResults
 from pipeline.report.render import write_report
 from pipeline.report.results import BASELINE, ablation_results, load_families, row_labels
@@ -31,6 +31,7 @@ def run(lab: Lab) -> AblationResults:
                            floors=eval_meta["floors"], eval_meta=eval_meta)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
+    res.noise = noise.grid_noise(res, runs, confidence)  # every task's: after the suite adds its columns
     floor = Path(paths.metrics) / "zero_shot_floor.json"
     add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
     probe = read_json(probe_file) if (probe_file := Path(paths.metrics) / "probe.json").exists() else None

@@ -1,0 +1,215 @@
+"""Each task's noise and what would cut it: the components from known spreads, the binomial term, the analytic
+detectable difference against the simulated one, the costs of each change, and the section in a built report."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.config import validate
+from pipeline.io import write_json
+from pipeline.report.noise import (AS_RUN, RUNS, SEEDS, TEST, Design, Plan, Side, binomial_sd, detectable,
+                                   finetune_seconds, floor, options, power, sampling_sd, task_noise)
+from pipeline.report.stats import simulate, smallest_detectable
+from pipeline.stages.report import run as build_report
+from test_report import SCORES, _ci_report_config, _control, _pretrain, _suite_finetune
+
+# the demo's measured word_order noise (fractions of accuracy): pretraining and fine-tuning luck
+SD_P, SD_F = 0.034, 0.055
+
+
+def _variants(scores: dict[str, dict[str, list[list[float]]]], test_examples: int = 1000,
+              candidates: int = 0) -> dict[str, list[dict]]:
+    """In-memory runs as ``results.load_runs`` reads them: variant -> mode -> each pretraining run's seed scores;
+    every pretraining run trains 100 s, every fine-tuning run 10 s (the first run of each variant also tried
+    ``candidates`` settings on dev)."""
+    out: dict[str, list[dict]] = {}
+    for variant, modes in scores.items():
+        for j in range(max(len(g) for g in modes.values())):
+            ft = {}
+            for mode, groups in modes.items():
+                if j < len(groups):
+                    runs = [{"seed": s, "pretrain_seed": j, "accuracy": x} for s, x in enumerate(groups[j])]
+                    tried = candidates if j == 0 else 0
+                    ft[mode] = {"runs": runs, "n": len(runs), "seconds": 10.0 * (len(runs) + max(0, tried - 1)),
+                                "selection": {"grid": [{}] * tried}}
+            out.setdefault(variant, []).append({
+                "variant": variant, "pretrain_seed": j, "pretrain": {"train_seconds": 100.0},
+                "finetune": {"task": "t", "metric": "accuracy", "test_examples": test_examples, "modes": ft}})
+    return out
+
+
+def _groups(rng, k: int, m: int, mean: float, sd_p: float, sd_f: float) -> list[list[float]]:
+    return [list(mean + rng.normal(0, sd_p) + rng.normal(0, sd_f, m)) for _ in range(k)]
+
+
+def test_pretraining_and_fine_tuning_luck_are_recovered_from_runs_of_known_spread():
+    """120 pretraining runs of 6 seeds each, drawn with sd 0.034 and 0.055: the ANOVA finds both within 15%."""
+    rng = np.random.default_rng(0)
+    variants = _variants({"baseline": {"pretrained": _groups(rng, 120, 6, 0.6, SD_P, SD_F)}}, test_examples=1500)
+    t = task_noise(variants, [], "pretrained", "accuracy", 0.95)
+    assert (t.runs, t.seeds) == (120, 6)
+    assert t.sd_pretrain == pytest.approx(SD_P, rel=0.15) and t.sd_finetune == pytest.approx(SD_F, rel=0.15)
+    assert t.sd_test == pytest.approx(math.sqrt(t.score * (1 - t.score) / 1500), abs=1e-6)
+
+
+def test_one_pretraining_run_shows_no_pretraining_luck_and_sizes_nothing():
+    variants = _variants({"baseline": {"pretrained": [[0.6, 0.62, 0.58]]}})
+    plan = [Plan("pooled", "baseline", "baseline", "x vs y")]
+    t = task_noise(variants, plan, "pretrained", "accuracy", 0.95)
+    assert t.sd_pretrain is None and t.sd_finetune == pytest.approx(0.02) and t.designs == []
+
+
+def test_the_binomial_term_from_p_and_n():
+    assert binomial_sd(0.6, 1500) == pytest.approx(math.sqrt(0.24 / 1500))
+    assert binomial_sd(0.5, 100) == pytest.approx(0.05)
+    assert sampling_sd("accuracy", 0.5, 100) == (pytest.approx(0.05), None)
+    assert sampling_sd("HasAns_exact", 0.5, 400)[0] == pytest.approx(0.025)  # SQuAD's exact match: questions
+    sd, why = sampling_sd("f1", 0.8, 100)  # not a share of examples
+    assert sd is None and "binomial sd does not apply" in why
+    sd, why = sampling_sd("accuracy", 0.8, None)
+    assert sd is None and "test split's size" in why
+
+
+def _pooled(sd_test: float = 0.0, ks=(3, 1), m: int = 3, other_df: int = 0) -> Design:
+    return Design("pooled", tuple(Side(k, m, SD_P ** 2, SD_F ** 2, sd_test ** 2, 100.0, 10.0) for k in ks), other_df)
+
+
+DESIGNS = {
+    "pooled": lambda sd_t: _pooled(sd_t),
+    "welch": lambda sd_t: Design("welch", (Side(3, 3, SD_P ** 2, SD_F ** 2, sd_t ** 2, 100.0, 10.0),
+                                           Side(3, 1, 0.0, 0.08 ** 2, sd_t ** 2, 0.0, 10.0, pretrained=False))),
+    "paired": lambda sd_t: Design("paired", (Side(3, 3, 0.01 ** 2, 0.03 ** 2, 2 * sd_t ** 2, 100.0, 20.0),)),
+}
+
+
+@pytest.mark.parametrize("test", DESIGNS)
+@pytest.mark.parametrize("sd_test", [0.005, 0.0126, 0.05])
+def test_twice_the_test_examples_halves_the_sampling_variance_and_never_detects_less(test, sd_test):
+    d = DESIGNS[test](sd_test)
+    more = d.scaled(test=2)
+    assert [s.var_test for s in more.sides] == [s.var_test / 2 for s in d.sides]
+    assert [(s.runs, s.seeds, s.var_pretrain, s.var_finetune) for s in more.sides] == \
+        [(s.runs, s.seeds, s.var_pretrain, s.var_finetune) for s in d.sides]
+    assert detectable(more, 0.95) < detectable(d, 0.95)
+    assert detectable(d, 0.95) > detectable(DESIGNS[test](0.0), 0.95)  # the sampling term costs power
+    assert floor(more, 0.95) == pytest.approx(floor(d, 0.95) / math.sqrt(2))
+
+
+@pytest.mark.parametrize("ks, m", [((3, 1), 3), ((3, 3, 3), 3), ((2, 2), 5)])
+def test_the_analytic_detectable_difference_is_the_simulated_pooled_tests(ks, m):
+    """Without test sampling the analytic number is the pooled test's: ``stats.smallest_detectable`` finds it by
+    simulation within 3%, and ``stats.simulate`` at it gives 80% power (20,000 draws: ±0.9 points at 3 sd)."""
+    d = _pooled(0.0, ks[:2], m, other_df=sum(k - 1 for k in ks[2:]))
+    found = detectable(d, 0.95)
+    assert power(d, found, 0.95) == pytest.approx(0.8, abs=1e-6)
+    assert found == pytest.approx(smallest_detectable(SD_P, SD_F, ks, m, sims=20000), rel=0.03)
+    assert simulate(found, SD_P, SD_F, ks, m, sims=20000, seed=7)["better"] == pytest.approx(0.8, abs=0.009)
+
+
+def test_no_test_without_the_runs_to_estimate_the_spread():
+    assert detectable(_pooled(0.01, ks=(1, 1)), 0.95) is None  # one run each: no degrees of freedom
+    assert detectable(_pooled(0.01, ks=(1, 1), other_df=2), 0.95) is not None  # the family's other rows give some
+    assert detectable(Design("paired", (Side(1, 3, 0.0, 0.01, 0.0, 1.0, 1.0),)), 0.95) is None
+    assert detectable(Design("welch", (Side(3, 3, 0.01, 0.01, 0.0, 1.0, 1.0), Side(1, 1, 0.0, 0.01, 0.0, 0.0, 1.0))),
+                      0.95) is None
+
+
+def test_each_change_costs_its_runs_and_the_cheapest_that_reaches_the_target_is_named():
+    """3 x 3 against 1 x 3 (pretraining 100 s a run, fine-tuning 10 s): twice the runs adds 4 pretraining runs
+    and 12 fine-tuning runs (520 s), twice the seeds 12 fine-tuning runs (120 s); the test examples add examples."""
+    d = _pooled(0.0126)
+    opts, cheapest = options(d, 0.95, 0.10, 1500)
+    by = {o.change: o for o in opts}
+    assert list(by)[:4] == [AS_RUN, RUNS, SEEDS, TEST]
+    assert by[RUNS].seconds == 520.0 and by[SEEDS].seconds == 120.0
+    assert by[TEST].seconds is None and by[TEST].examples == 1500
+    assert by[AS_RUN].detectable > by[SEEDS].detectable > by[RUNS].detectable  # pretraining luck dominates
+    # 10 points: not within twice the runs, so the fewest multiple of the runs that reaches it, and its cost
+    extra = opts[4]
+    assert extra.change.endswith("x runs") and cheapest == extra.change and extra.detectable <= 0.10
+    r = int(extra.change.split("x")[0])
+    assert detectable(d.more(r - 1), 0.95) > 0.10
+    assert extra.seconds == pytest.approx(d.cost(d.more(r)))
+    _, cheapest = options(d, 0.95, 0.5, 1500)  # a target the design already reaches
+    assert cheapest == AS_RUN
+    _, cheapest = options(_pooled(0.2), 0.95, 0.10, 1500)  # test sampling alone keeps it above the target
+    assert cheapest is None and floor(_pooled(0.2), 0.95) > 0.10
+
+
+def test_from_scratch_more_seeds_are_more_runs_and_more_pretraining_leaves_it_alone():
+    """From scratch each fine-tuning run is a unit with nothing pretrained behind it: twice the pretraining runs
+    adds to the pretrained side only (3 runs x 100 s, 9 fine-tuning runs x 10 s); twice the seeds doubles its
+    runs (3 more, 30 s) beside the pretrained side's 9 more fine-tuning runs (90 s)."""
+    d = DESIGNS["welch"](0.01)
+    runs, seeds = d.scaled(runs=2), d.scaled(seeds=2)
+    assert [(s.runs, s.seeds) for s in runs.sides] == [(6, 3), (3, 1)]
+    assert [(s.runs, s.seeds) for s in seeds.sides] == [(3, 6), (6, 1)]
+    assert d.cost(runs) == 390.0 and d.cost(seeds) == 120.0
+    assert detectable(seeds, 0.95) < detectable(d, 0.95) and detectable(runs, 0.95) < detectable(d, 0.95)
+
+
+def test_a_fine_tuning_run_s_seconds_leave_out_the_candidates_tried_on_dev():
+    """The first run tried 6 settings on dev with its first seed, then ran 2 more seeds: 8 trainings in 80 s."""
+    variants = _variants({"baseline": {"pretrained": [[0.6, 0.61, 0.62], [0.6, 0.61, 0.62]]}}, candidates=6)
+    assert variants["baseline"][0]["finetune"]["modes"]["pretrained"]["seconds"] == 80.0
+    assert finetune_seconds(variants["baseline"], "pretrained") == pytest.approx(10.0)
+
+
+def test_every_comparison_the_plan_names_is_sized_on_the_task():
+    """A variant (1 run) against the baseline (3), from scratch (Welch), frozen features (paired): three lines,
+    each with its runs per side, its test's degrees of freedom and its options."""
+    rng = np.random.default_rng(1)
+    pre = _groups(rng, 3, 3, 0.6, SD_P, SD_F)
+    variants = _variants({"baseline": {"pretrained": pre, "scratch": [[0.5, 0.45, 0.55]],
+                                       "frozen": [[x - 0.05 + rng.normal(0, 0.01) for x in g] for g in pre]},
+                          "v": {"pretrained": _groups(rng, 1, 3, 0.6, SD_P, SD_F)}})
+    plan = [Plan("pooled", "baseline", "v", "v vs baseline"),
+            Plan("welch", "pretrained", "scratch", "scratch vs fine-tuned"),
+            Plan("paired", "pretrained", "frozen", "frozen vs fine-tuned")]
+    t = task_noise(variants, plan, "pretrained", "accuracy", 0.95)
+    pooled, welch, paired = t.designs
+    assert (pooled.runs, pooled.seeds, pooled.df) == ([3, 1], [3, 3], 2)
+    assert (welch.runs, welch.seeds, welch.df) == ([3, 3], [3, 1], 2)  # Welch's at its lower bound
+    assert (paired.runs, paired.seeds, paired.df) == ([3], [3], 2)
+    # frozen tracks fine-tuning run by run: the paired difference is far less noisy than either side
+    assert paired.options[0].detectable < pooled.options[0].detectable
+    assert all(o.detectable is not None for d in t.designs for o in d.options)
+
+
+def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noise(tmp_path):
+    """suite=demo on grid=ci's runs: each task's baseline runs (0.60, 0.61, 0.59 and 0.62, 0.63, 0.61) give
+    fine-tuning sd 0.01 and pretraining sd sqrt(0.0002 - 0.0001 / 3); the test split's 50 examples give the
+    binomial sd; the section sits after Method with its tables, its figure, and ablations.json holds it."""
+    cfg = _ci_report_config(tmp_path, "suite=demo")
+    for name, run in cfg.runs.items():
+        write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, "ltr" if run.variant == "ltr" else "mlm", 0.2))
+        base = SCORES["baseline" if not run.pretrain_seed else "baseline-s1"] if run.variant == "baseline" else \
+            SCORES[name]
+        for task in ("word_order", "bible_sections"):
+            ft = _suite_finetune(task, ["accuracy"], {k: v for k, v in base.items()
+                                                      if k in cfg.finetunes[f"{name}-{task}"].modes}, run.pretrain_seed)
+            if name == "baseline":
+                ft["control"] = _control(ft, {"tfidf": 0.5, "scratch": 0.5, "pretrained": 0.5})
+            write_json(f"{run.metrics}/tasks/{task}/finetune.json", ft)
+    res = build_report(validate(cfg))
+    assert [t.task for t in res.noise] == ["word_order", "bible_sections"]
+    t = res.noise[0]
+    assert (t.runs, t.seeds, t.test_examples) == (2, 3, 50)
+    assert t.sd_finetune == pytest.approx(0.01, abs=1e-6)
+    assert t.sd_pretrain == pytest.approx(math.sqrt(0.0002 - 0.0001 / 3), abs=1e-6)
+    assert t.sd_test == pytest.approx(math.sqrt(0.61 * 0.39 / 50), abs=1e-6)
+    tests = {d.test for d in t.designs}
+    assert tests == {"pooled", "welch", "paired"}  # the variants, from scratch, frozen features
+    md = (tmp_path / "reports" / "report.md").read_text()
+    section = md[md.index("## How much noise, and what would cut it"):]
+    assert md.index("## Method") < md.index("## How much noise") < md.index("## Fine-tuning: every arm at its best")
+    assert "| task | baseline runs (pretraining x fine-tuning) | baseline score | pretraining luck sd |" in section
+    assert f"| word_order | 2 x 3 | 61.0 | {100 * t.sd_pretrain:.1f} | 1.0 | 6.9 (50 examples) |" in section
+    assert "figures/noise.png" in section and (tmp_path / "reports" / "figures" / "noise.png").stat().st_size > 1000
+    assert "- word_order: at 2 x 3 runs the baseline mean's variance is" in section
+    saved = json.loads((tmp_path / "reports" / "ablations.json").read_text())["noise"]
+    assert [n["task"] for n in saved] == ["word_order", "bible_sections"]
+    assert saved[0]["designs"][0]["options"][0]["change"] == AS_RUN
