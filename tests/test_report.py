@@ -897,8 +897,11 @@ def test_zero_shot_of_the_baseline_alone_is_a_row_against_the_floor(tmp_path):
     header, _, first, floor = [line for line in "".join(doc.md).splitlines() if line.startswith("|")][:4]
     assert header.split(" | ")[:3] == ["| row", "overall", "vs n-gram floor"] and "reference" not in first
     assert floor.count("|") == header.count("|")
-    claim = _grammar(SimpleNamespace(zero_shot=zs), "better", {"id": "grammar", "claim": "c", "paper": "p"})
-    assert claim.verdict == "shown" and claim.test is row["vs_floor"] and "55.0%" in claim.rows
+    margin = {"value": 2, "unit": "points", "reason": "r"}
+    claim = _grammar(SimpleNamespace(zero_shot=zs), "better", {"id": "grammar", "claim": "c", "paper": "p",
+                                                               "margin": margin})
+    assert claim.verdict == "shown" and replace(claim.test, **NO_MARGIN) == row["vs_floor"] and "55.0%" in claim.rows
+    assert claim.test.margin == pytest.approx(0.02) and claim.margin == margin
 
 
 def test_without_zero_shot_scores_the_report_has_no_grammar_section(report):
