@@ -65,6 +65,7 @@ def test_one_pretraining_run_shows_no_pretraining_luck_and_sizes_nothing():
 def test_the_binomial_term_from_p_and_n():
     assert binomial_sd(0.6, 1500) == pytest.approx(math.sqrt(0.24 / 1500))
     assert binomial_sd(0.5, 100) == pytest.approx(0.05)
+    assert 0 < binomial_sd(1.0, 100) < binomial_sd(0.99, 100)  # every example right: half an example off, not 0
     assert sampling_sd("accuracy", 0.5, 100) == (pytest.approx(0.05), None)
     assert sampling_sd("HasAns_exact", 0.5, 400)[0] == pytest.approx(0.025)  # SQuAD's exact match: questions
     sd, why = sampling_sd("f1", 0.8, 100)  # not a share of examples

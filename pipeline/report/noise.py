@@ -22,7 +22,7 @@ from pipeline.names import CLASSICAL, SEED_FREE
 from pipeline.report.figures import COLORS, REFERENCE
 from pipeline.report.model import AblationResults, FamilyResult, NoiseDesign, NoiseOption, TaskNoise
 from pipeline.report.results import BASELINE, by_variant, choose_test, fmt, load_runs, percent
-from pipeline.report.stats import variance_components
+from pipeline.report.stats import binomial_floor, variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
 # accuracy): a third of what the demo's word_order noise lets it detect (29 points), within reach of more runs
@@ -140,8 +140,9 @@ def floor(design: Design, confidence: float) -> float:
 
 
 def binomial_sd(p: float, n: int) -> float:
-    """The sd of an accuracy ``p`` read on ``n`` test examples: test sampling alone, in the accuracy's units."""
-    return math.sqrt(p * (1 - p) / n)
+    """The sd of an accuracy ``p`` read on ``n`` test examples, test sampling alone, in the accuracy's units: one
+    side of ``stats.binomial_floor`` (which owns the formula, and keeps it above 0 at a share of 0 or 1)."""
+    return binomial_floor(np.array([p]), np.array([p]), True, n)
 
 
 def sampling_sd(metric: str, p: float, n: int | None) -> tuple[float | None, str | None]:
