@@ -15,7 +15,7 @@ from pipeline.report.fixed import interval
 from pipeline.report.forest import VERDICT_COLORS, forest_figure, lines
 from pipeline.report.ledger import cell, load_claims, pose_nsp, summary, verdict
 from pipeline.report.model import Claim, NspCheck, TaskVerdict
-from pipeline.report.render import fixed_text, verdict_text
+from pipeline.report.ledger_section import fixed_text, verdict_text
 from pipeline.report.stats import compare
 
 POINTS = {"value": 2, "unit": "points", "reason": "a smaller gap is no practical one"}

@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.config import validate
 from pipeline.io import write_json
-from pipeline.report.noise import (AS_RUN, RUNS, SEEDS, TEST, Design, Plan, Side, binomial_sd, detectable,
-                                   finetune_seconds, floor, options, power, sampling_sd, task_noise)
+from pipeline.report.noise import AS_RUN, RUNS, SEEDS, TEST, Plan, finetune_seconds, options, task_noise
+from pipeline.report.power import Design, Side, binomial_sd, detectable, floor, power, sampling_sd
 from pipeline.report.stats import simulate, smallest_detectable
 from pipeline.stages.report import run as build_report
 from test_report import SCORES, _ci_report_config, _control, _pretrain, _suite_finetune

@@ -553,7 +553,7 @@ def test_the_nsp_claim_is_posed_only_once_the_head_has_learned(tmp_path):
     segment in 45% of pairs: always "random" scores 55%) is "not posed", whatever the rows' difference; above it
     the claim reads as the test says. The precondition is in the ledger either way, with the head's accuracy."""
     from pipeline.report.ledger import cell, pose_nsp
-    from pipeline.report.render import measured_text
+    from pipeline.report.ledger_section import measured_text
 
     nsp_acc, verdict = 0.55, "not posed"
     cfg = _ci_report_config(tmp_path, "grid.pretrain=[nsp_off]", "grid.families=[pretraining,nsp]")

@@ -1,157 +1,32 @@
-"""How much noise, and what would cut it: each task's three kinds of luck, measured, and the true difference each
-comparison of the grid detects with 80% power, as run and with twice the pretraining runs, the fine-tuning seeds or
-the test examples, with what each change costs at the grid's measured times.
+"""How much noise, and what would cut it: the report's section. Each task's three kinds of luck, measured, and the
+true difference each comparison of the grid detects with 80% power, as run and with twice the pretraining runs, the
+fine-tuning seeds or the test examples, with what each change costs at the grid's measured times.
 
 Pretraining luck (sd σp) and fine-tuning luck (σf) come from a one-way ANOVA of the baseline's fine-tuned runs grouped
-by pretraining run (``stats.variance_components``); test sampling (σt) is the binomial sd sqrt(p (1 − p) / n) of an
-accuracy p on n test examples. A row of k pretraining runs with m seeds each has a mean of variance
-σp²/k + σf²/(k·m) + σt² (``model_text`` states the assumptions). The detectable difference is a t-test's whose
-standard error counts all three terms, at the degrees of freedom of the report's own test, its power from the
-noncentral t distribution: with σt = 0 it is the pooled test ``stats.simulate`` simulates (``tests/test_noise.py``).
+by pretraining run (``stats.variance_components``); test sampling (σt) is ``power.sampling_sd``. This module reads the
+runs into each comparison's design, sizes each change with ``power``'s maths, and writes the section: its tables, its
+figure and its text (``model_text`` states the assumptions).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy import optimize, stats
 
 from pipeline.names import CLASSICAL, SEED_FREE
 from pipeline.report.figures import COLORS, REFERENCE
 from pipeline.report.model import AblationResults, FamilyResult, NoiseDesign, NoiseOption, TaskNoise
+from pipeline.report.power import Design, Side, detectable, floor, sampling_sd
 from pipeline.report.results import BASELINE, by_variant, choose_test, fmt, load_runs, percent
-from pipeline.report.stats import binomial_floor, variance_components
+from pipeline.report.stats import variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
 # accuracy): a third of what the demo's word_order noise lets it detect (29 points), within reach of more runs
-POWER = 0.8  # the power a detectable difference is defined at (as ``stats.smallest_detectable``)
 MAX_SCALE = 64  # the most runs per side searched for the target, as a multiple of the runs as run
-PROPORTIONS = ("accuracy", "exact")  # metrics that are a share of test examples (the binomial sd applies)
 AS_RUN, RUNS, SEEDS, TEST = "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples"
 COMPARISONS = {"pooled": "pretraining variants", "paired": "fine-tuning modes of the same runs",
                "welch": "pretrained and from scratch"}  # each test's comparisons in words, in the tables' order
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison: ``runs`` units, each the mean of ``seeds`` fine-tuning runs; a unit is a
-    pretraining run, or from scratch (``pretrained`` false) one fine-tuning run. Variances in the metric's units
-    squared; seconds of one unit's pretraining (0 from scratch) and of one fine-tuning run (None: not measured)."""
-
-    runs: int
-    seeds: int
-    var_pretrain: float
-    var_finetune: float
-    var_test: float
-    pretrain_seconds: float | None
-    finetune_seconds: float | None
-    pretrained: bool = True
-
-    @property
-    def unit_var(self) -> float:
-        """The variance of one unit's mean over its seeds: what the test estimates from the runs' spread."""
-        return self.var_pretrain + self.var_finetune / self.seeds
-
-    @property
-    def var(self) -> float:
-        """The variance of the side's mean: σp²/k + σf²/(k·m) + σt²."""
-        return self.unit_var / self.runs + self.var_test
-
-    def scaled(self, runs: int, seeds: int, test: float) -> Side:
-        """``runs`` times the pretraining runs, ``seeds`` times the seeds (from scratch: times the runs, nothing
-        pretrained behind them), ``test`` times the test examples (σt² divided by it)."""
-        if self.pretrained:
-            return replace(self, runs=self.runs * runs, seeds=self.seeds * seeds, var_test=self.var_test / test)
-        return replace(self, runs=self.runs * seeds, var_test=self.var_test / test)
-
-    def cost(self, to: Side) -> float | None:
-        """Seconds to go from this side's runs to ``to``'s (None: a time not measured)."""
-        if self.pretrain_seconds is None or self.finetune_seconds is None:
-            return None
-        return (to.runs - self.runs) * self.pretrain_seconds + \
-            (to.runs * to.seeds - self.runs * self.seeds) * self.finetune_seconds
-
-
-@dataclass(frozen=True)
-class Design:
-    """A comparison's noise: its test (``stats.TESTS``'s pooled, welch or paired), its sides (paired: one, the
-    per-run differences) and, pooled, the degrees of freedom the family's other rows add to the spread."""
-
-    test: str
-    sides: tuple[Side, ...]
-    other_df: int = 0
-
-    @property
-    def df(self) -> int:
-        """The test's degrees of freedom (0: no test can be made). Welch's at its lower bound, the smaller side's
-        units less one: Satterthwaite's value moves toward the side with fewer units as the other's spread
-        shrinks, so with it more seeds could read as less power."""
-        if self.test == "pooled":
-            return self.other_df + sum(s.runs - 1 for s in self.sides)
-        return min(s.runs for s in self.sides) - 1
-
-    @property
-    def se(self) -> float:
-        """The sd of the difference of the two means (paired: of the mean difference), all three kinds of noise."""
-        return math.sqrt(sum(s.var for s in self.sides))
-
-    def scaled(self, runs: int = 1, seeds: int = 1, test: float = 1.0) -> Design:
-        """Every side with ``Side.scaled``."""
-        return replace(self, sides=tuple(s.scaled(runs, seeds, test) for s in self.sides))
-
-    def more(self, times: int) -> Design:
-        """``times`` the units on every side: pretraining runs, and from scratch its runs."""
-        return replace(self, sides=tuple(replace(s, runs=s.runs * times) for s in self.sides))
-
-    def cost(self, to: Design) -> float | None:
-        """Seconds to go from this design's runs to ``to``'s (None where a side's times were not measured)."""
-        costs = [s.cost(t) for s, t in zip(self.sides, to.sides)]
-        return None if None in costs else float(sum(costs))
-
-
-def power(design: Design, diff: float, confidence: float) -> float:
-    """The chance the test calls a true difference ``diff`` "better" (NaN where no test can be made)."""
-    df, se = design.df, design.se
-    if not df or not se:
-        return float("nan")
-    t = stats.t.ppf(1 - (1 - confidence) / 2, df)
-    return float(stats.nct.sf(t, df, diff / se))
-
-
-def detectable(design: Design, confidence: float) -> float | None:
-    """The smallest true difference detected with ``POWER`` (None: no test, or beyond 10,000 standard errors)."""
-    se = design.se
-    if not design.df or not se:
-        return None
-    hi = se
-    while power(design, hi, confidence) < POWER:
-        hi *= 2
-        if hi > 1e4 * se:
-            return None
-    return float(optimize.brentq(lambda d: power(design, d, confidence) - POWER, 0.0, hi, xtol=1e-10))
-
-
-def floor(design: Design, confidence: float) -> float:
-    """The detectable difference with unlimited runs and seeds: what test sampling alone leaves (normal limit)."""
-    return float((stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(POWER))
-                 * math.sqrt(sum(s.var_test for s in design.sides)))
-
-
-def binomial_sd(p: float, n: int) -> float:
-    """The sd of an accuracy ``p`` read on ``n`` test examples, test sampling alone, in the accuracy's units: one
-    side of ``stats.binomial_floor`` (which owns the formula, and keeps it above 0 at a share of 0 or 1)."""
-    return binomial_floor(np.array([p]), np.array([p]), True, n)
-
-
-def sampling_sd(metric: str, p: float, n: int | None) -> tuple[float | None, str | None]:
-    """(σt, None), or (None, why it is not known)."""
-    if metric.split("_")[-1] not in PROPORTIONS:
-        return None, f"{metric} is not a share of test examples, so the binomial sd does not apply"
-    if not n:
-        return None, "the fine-tuning metrics do not give the test split's size"
-    return binomial_sd(p, n), None
 
 
 def by_run(runs: list[dict], mode: str, metric: str) -> dict[int, list[float]]:

@@ -244,6 +244,11 @@ def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
 
 
+def confidence_percent(res: AblationResults) -> int:
+    """The report's confidence as its captions write it: 95 for 0.95."""
+    return round(100 * res.method.confidence)
+
+
 def describe(comparison: Comparison, metric: str) -> str:
     """A comparison in words: the verdict, the interval, the p-value, the runs behind each side."""
     c = comparison
