@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.report.claims import CLAIMS, check, load
 from pipeline.report.fixed import interval
 from pipeline.report.forest import VERDICT_COLORS, forest_figure, lines
-from pipeline.report.ledger import cell, load_claims, pose_nsp, summary, verdict
+from pipeline.report.ledger import PROBE_SECTION, cell, load_claims, pose_nsp, summary, verdict
 from pipeline.report.model import Claim, NspCheck, TaskVerdict
 from pipeline.report.ledger_section import fixed_text, verdict_text
 from pipeline.report.stats import compare
@@ -101,6 +101,15 @@ def test_a_level_reading_in_summary_cell_and_the_reports_words():
     assert cell(summary([nsp])["mask_ratio"]).endswith(", not the paper's direction")
     assert verdict_text(nsp).endswith("(not the paper's direction)")
     assert verdict_text(_claim(level)).endswith("inside ±2 points")  # a claim silent on level: no flag
+
+
+def test_the_probe_counts_words_per_side_not_runs():
+    wide = compare([0.50, 0.51, 0.49], [0.50, 0.49, 0.51], test="paired", margin=0.02)
+    probe = _claim(wide, section=PROBE_SECTION)
+    entry = summary([probe])["mask_ratio"]
+    assert entry["unit"] == "words" and "unit" not in summary([_claim(wide)])["mask_ratio"]
+    assert "words a side" in cell(entry) and "runs" not in cell(entry)
+    assert "words per side" in verdict_text(probe) and "runs per side" not in verdict_text(probe)
 
 
 def test_an_inconclusive_reading_names_the_runs_that_would_show_it_level():

@@ -81,6 +81,7 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
                   "task.data.dev_size=64", "finetune.epochs=1", "finetune.seeds=[0,1]", "runtime.progress=false",
                   f"finetune.modes=[{','.join(MODES)}]", "finetune.lrs=[1e-3,3e-3]", "finetune.feature_lrs=[1e-3]",
                   "finetune.lr_bounds=[1e-3,3e-3]", "finetune.tfidf.c=[1.0]",  # bounds on the grid: not extended
+                  "finetune.poolings=[token,mean]",
                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())

@@ -208,6 +208,8 @@ def summary(claims: list[Claim]) -> dict[str, dict]:
         entry: dict = {"verdict": c.verdict}
         if c.test is not None:
             entry.update({"rows": c.rows, "metric": c.metric, **numbers(c.test), "percent": c.percent})
+            if c.section == PROBE_SECTION:  # the probe's sides are its words, not pretraining runs
+                entry["unit"] = "words"
         if c.tasks:
             entry["tasks"] = {t.task: {"verdict": t.verdict, "rows": t.rows, "metric": t.metric, **numbers(t.test)}
                               for t in c.tasks}
@@ -247,11 +249,11 @@ def cell(entry: dict) -> str:
                     f"{size(e['margin'])}){flag}")
         text = f"{e['verdict']} ({num(e['diff'])}"
         text += f" [{num(e['low'])}, {num(e['high'])}])" if e.get("low") is not None else ")"
-        n, n_level = e.get("runs_needed"), e.get("runs_needed_level")
+        n, n_level, unit = e.get("runs_needed"), e.get("runs_needed_level"), entry.get("unit", "runs")
         if e["verdict"] == "inconclusive" and n_level and (not n or n_level < n):
-            text += f", ~{n_level} runs a side to show it level within {size(e['margin'])}"
+            text += f", ~{n_level} {unit} a side to show it level within {size(e['margin'])}"
         elif e["verdict"] == "inconclusive" and n:
-            text += f", ~{n} runs a side"
+            text += f", ~{n} {unit} a side"
         return text
 
     text = "; ".join(f"{task}: {one(e)}" for task, e in entry["tasks"].items()) if entry.get("tasks") else one(entry)

@@ -83,13 +83,14 @@ def one_verdict(c: Claim, verdict: str, test: Comparison) -> str:
     if verdict != "inconclusive":
         return verdict
     n, n_level = test.seeds_needed, test.seeds_needed_level
+    unit = "words" if c.section == PROBE_SECTION else "runs"  # the probe's sides are its words
     if n_level and (not n or n_level < n):
-        return (f"inconclusive: about {n_level} runs per side would show it level within {margin_text(c.margin)}, "
+        return (f"inconclusive: about {n_level} {unit} per side would show it level within {margin_text(c.margin)}, "
                 f"if the difference is as measured{cost_text(n_level, c.cost_seconds)}")
     if not n:
         return f"inconclusive ({test.verdict})" if test.verdict != "inconclusive" else \
             "inconclusive: too small a difference to decide with a practical number of runs"
-    return f"inconclusive: about {n} runs per side would decide it{cost_text(n, c.cost_seconds)}"
+    return f"inconclusive: about {n} {unit} per side would decide it{cost_text(n, c.cost_seconds)}"
 
 
 def cost_text(runs: int, cost_seconds: float | None) -> str:
