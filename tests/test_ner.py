@@ -133,6 +133,7 @@ def _synthetic_conll(path, n, seed):
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_finetune_stage_runs_ner_in_every_mode(tmp_path):
     from pipeline.names import MODES
 

@@ -375,6 +375,7 @@ def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_
 # --------------------------------------------------------------------------- #
 # The learning-rate sweep: pilots, a diverging rate, the full run at the best
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_a_sweep_picks_the_better_rate_and_records_a_diverging_one(small_data):
     """Pilots of the baseline at a rate too small to move, a working one and one that diverges (a NaN loss):
     each is a pilot.json, the diverged one too, and the full run trains at the working rate and says why."""

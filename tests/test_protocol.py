@@ -98,6 +98,13 @@ EDGES = Grid(lrs=(3e-4, 1e-3, 3e-3), feature_lrs=(1e-3, 3e-3, 1e-2), poolings=("
              tfidf_ngrams=(1,), lr_bounds=(1e-5, 1e-1))
 
 
+@pytest.fixture(autouse=True)
+def no_heap_trim(monkeypatch):
+    """The protocol hands the heap back after every candidate (``memory.release``: a full garbage collection), which
+    in a test process full of objects costs most of a second a call and changes nothing these tests read."""
+    monkeypatch.setattr("pipeline.finetune.protocol.release", lambda: None)
+
+
 class PeakRunner(Runner):
     """Dev scores without a network: a peak at learning rate ``peak`` (falling with the distance in log rate),
     the mean pooling a little ahead. Every run it trains is kept, in order."""

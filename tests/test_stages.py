@@ -71,6 +71,7 @@ def test_dvc_deps_are_exactly_the_imported_modules(stage):
     assert deps == _imported_modules("pipeline.check_conf" if stage == "check_conf" else f"stages.{stage}")
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_finetune_stage_on_glue_mrpc(tmp_path):
     """The finetune stage on a GLUE task from a data directory, starting from an HF-format export."""
     from pipeline.names import MODES
@@ -102,6 +103,7 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3 opens on the runs
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
     """finetune@<run>-sst2 of suite=table6: SST-2 from the suite's GLUE folder, written under metrics/tasks/sst2."""
     glue_dir = shared_data("glue")
