@@ -204,6 +204,7 @@ def test_a_killed_run_resumes_where_it_stopped_and_ends_like_an_uninterrupted_on
     assert run.data.metrics["train/loss"] > 0  # the resumed run continued the run it started
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_a_wall_clock_budget_stops_training_and_is_recorded(small_data):
     root, paths = small_data
     r = _pretrain_here(root, paths, "budget", "trainer.max_steps=100000", "trainer.max_time=00:00:00:03")
@@ -346,6 +347,7 @@ def _blimp_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_blimp_along_a_baseline_run_is_logged_at_each_validation_and_changes_no_training(small_data, tmp_path):
     root, paths = small_data
     extra = ["trainer.max_steps=6", "trainer.val_check_interval=3", "tracking.log_model=false"]

@@ -310,6 +310,7 @@ def test_the_overlap_baseline_answers_next_to_the_question_s_words():
     assert best_span("Anything?", "   ", idf, unseen, 3, 5)[1] == ""
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
     tiny_export(tmp_path)
     f = write_squad(tmp_path / "all.json", qa_passages(30, 0))

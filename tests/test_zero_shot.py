@@ -565,6 +565,7 @@ def test_an_unknown_paradigm_through_the_stage_names_the_known_ones(tmp_path):
     assert r.returncode == 2 and "zero_shot.paradigms: 'gamma' not in" in r.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
 def test_the_floor_stage_counts_the_pretraining_text_and_scores_the_same_pairs(tmp_path):
     from conftest import run_stage
     from pipeline.data.corpus import bible_documents, write_documents
