@@ -1,4 +1,4 @@
-"""Every config group's settings object: checked once, at start-up, by its owner (pipeline/settings.py).
+"""Every config group's settings object: checked once, at start-up, by its owner (pipeline/settings/).
 
 Each group refuses NaN and infinity and a key it does not have, in one line naming the key; the checks
 that used to run after compute (the report's families, a make_pairs share, the batch split over devices)
