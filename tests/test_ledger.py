@@ -12,10 +12,9 @@ from pipeline.check_conf import main as check_conf
 from pipeline.errors import ConfigError
 from pipeline.report.claims import CLAIMS, check, load
 from pipeline.report.fixed import interval
-from pipeline.report.forest import VERDICT_COLORS, forest_figure, lines
 from pipeline.report.ledger import PROBE_SECTION, cell, load_claims, pose_nsp, summary, verdict
 from pipeline.report.model import Claim, NspCheck, TaskVerdict
-from pipeline.report.ledger_section import fixed_text, verdict_text
+from pipeline.report.sections.ledger import VERDICT_COLORS, fixed_text, forest_figure, lines, verdict_text
 from pipeline.report.stats import compare
 
 POINTS = {"value": 2, "unit": "points", "reason": "a smaller gap is no practical one"}
@@ -156,7 +155,7 @@ def test_the_forest_plot_draws_one_row_per_claim_and_task_coloured_by_verdict():
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
 
-    from pipeline.report.figures import png
+    from pipeline.report.style import png
 
     level = compare([0.503, 0.508, 0.498], [0.501, 0.499, 0.500], margin=0.02)
     worse = compare([0.40, 0.41, 0.39], [0.50, 0.51, 0.49], margin=0.02)

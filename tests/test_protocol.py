@@ -181,7 +181,7 @@ def test_a_bound_on_the_grid_s_own_edge_or_no_bounds_trains_the_grid_as_given():
 
 
 def test_the_report_names_an_extended_grid_and_a_choice_on_the_limit_and_warns_older_runs_of_the_edge():
-    from pipeline.report.render import edge_text
+    from pipeline.report.sections.choices import edge_text
 
     extended, _ = _choose(PeakRunner(peak=9e-5))
     assert edge_text(extended.as_json()) == " (extended below the grid to lr 2.7e-5; interior)"

@@ -18,7 +18,7 @@ from pipeline.report.fixed import learned_nsp, passing
 from pipeline.report.ledger import load_claims, verdict
 from pipeline.report.ledger import main as ledger_main
 from pipeline.report.model import Comparison, Crossing, FamilyResult, Method, Row, Score, SuiteCell, to_json
-from pipeline.report.render import method_text
+from pipeline.report.sections.method import method_text
 from pipeline.stages.report import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
@@ -553,7 +553,7 @@ def test_the_nsp_claim_is_posed_only_once_the_head_has_learned(tmp_path):
     segment in 45% of pairs: always "random" scores 55%) is "not posed", whatever the rows' difference; above it
     the claim reads as the test says. The precondition is in the ledger either way, with the head's accuracy."""
     from pipeline.report.ledger import cell, pose_nsp
-    from pipeline.report.ledger_section import measured_text
+    from pipeline.report.sections.ledger import measured_text
 
     nsp_acc, verdict = 0.55, "not posed"
     cfg = _ci_report_config(tmp_path, "grid.pretrain=[nsp_off]", "grid.families=[pretraining,nsp]")
@@ -632,9 +632,9 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 @pytest.mark.parametrize("variants, words", [(0, "the baseline alone"), (1, "the baseline and 1 pretraining variant"),
                                              (2, "the baseline and 2 pretraining variants")])
 def test_the_opening_line_names_the_grid_rows_in_words(variants, words):
-    from pipeline.report.render import _rows_phrase
+    from pipeline.report.sections.opening import rows_phrase
 
-    assert _rows_phrase(variants) == words
+    assert rows_phrase(variants) == words
 
 
 def test_a_crossing_is_interpolated_between_validations():
@@ -719,7 +719,8 @@ def test_figure_every_figure_of_the_report_is_honest(report):
     the floors named."""
     import matplotlib.pyplot as plt
 
-    from pipeline.report.figures import bars_figure, curves_figure, fixed_curves_figure
+    from pipeline.report.curves import curves_figure, fixed_curves_figure
+    from pipeline.report.sections.family import bars_figure
 
     _, res = report
     figs = []
@@ -753,7 +754,8 @@ def test_figure_every_figure_of_the_report_is_honest(report):
 def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_dot():
     """A row with no interval gets no error bar, a mode a row did not run no dot (not one at zero); means a point
     apart sit on an axis at least MIN_SPAN points high."""
-    from pipeline.report.figures import MIN_SPAN, bars_figure
+    from pipeline.report.sections.family import bars_figure
+    from pipeline.report.style import MIN_SPAN
 
     def stat(mean, half=None):
         return Score(mean=mean, std=0.0, low=None if half is None else mean - half,
@@ -783,7 +785,7 @@ def test_figure_a_mean_without_an_interval_is_a_bare_dot_and_a_mode_not_run_no_d
 def test_figure_a_suite_puts_every_column_on_one_scale_with_tfidf_named():
     """Correlations are drawn x 100 beside percentages (and the axis says so); TF-IDF's per-column score is one
     named dashed line."""
-    from pipeline.report.figures import suite_figure
+    from pipeline.report.sections.suite import suite_figure
 
     cell = lambda mean, half: SuiteCell(ran=True, paper=None, mean=mean, low=mean - half, high=mean + half)  # noqa: E731
     columns = [{"label": "MRPC accuracy", "metric": "accuracy"}, {"label": "STS-B spearman", "metric": "spearman"}]
@@ -802,7 +804,7 @@ def test_figure_a_suite_puts_every_column_on_one_scale_with_tfidf_named():
 
 
 def test_figure_contextuality_counts_layers_in_whole_numbers():
-    from pipeline.report.figures import contextuality_figure
+    from pipeline.report.sections.polysemy import contextuality_figure
 
     probe = {"models": {"baseline": {"corrected": [0.43, 0.42, 0.43]}, "word2vec": {"corrected": [0.9]}}}
     fig = contextuality_figure(probe)
@@ -827,7 +829,7 @@ def _zero_shot(overall: float) -> dict:
 def test_zero_shot_grammar_gets_a_section_with_tested_rows_the_floor_and_the_papers_numbers(tmp_path):
     import matplotlib.pyplot as plt
 
-    from pipeline.report.figures import along_figure, grammar_figure
+    from pipeline.report.sections.grammar import along_figure, grammar_figure
 
     m = tmp_path / "metrics"
     cfg = _ci_report_config(tmp_path)
@@ -880,7 +882,8 @@ def test_zero_shot_of_the_baseline_alone_is_a_row_against_the_floor(tmp_path):
 
     from pipeline.report.grammar import grid_result
     from pipeline.report.ledger import _grammar
-    from pipeline.report.render import Doc, grammar_table
+    from pipeline.report.doc import Doc
+    from pipeline.report.sections.grammar import grammar_table
 
     runs = {}
     for k, overall in enumerate((0.60, 0.61, 0.62)):

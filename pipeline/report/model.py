@@ -318,58 +318,6 @@ class Claim(Record):
 
 
 @dataclass
-class NoiseOption(Record):
-    """One way to run a comparison (``pipeline.report.noise``): what changes, the true difference it would then
-    detect with 80% power, and what the change adds at this grid's measured times."""
-
-    change: str  # "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples" or "<r>x runs"
-    detectable: float | None  # in the metric's units (a fraction for accuracy); None: no test can be made
-    seconds: float | None = None  # the machine time it adds (left out as run, and for more test examples)
-    examples: int | None = None  # the labelled test examples it adds (twice the test examples)
-
-    OMIT_NONE = ("seconds", "examples")
-
-
-@dataclass
-class NoiseDesign(Record):
-    """One comparison the grid runs on a task, its noise, and what would shrink the difference it detects."""
-
-    comparison: str  # in words: a pretraining variant against its reference, from scratch, frozen features
-    test: str  # the test's key in ``stats.TESTS``: pooled, welch or paired
-    rows: list[str]  # the rows compared this way, each "<row> vs <reference>"
-    runs: list[int]  # units per side (pretraining runs; from scratch: its fine-tuning runs); paired: one side
-    seeds: list[int]  # fine-tuning runs per unit, per side
-    df: int | None  # the test's degrees of freedom as run, Welch's at its lower bound (None: no test can be made)
-    se: float  # sd of the difference of the two means as run, all three kinds of noise, in the metric's units
-    floor: float  # what unlimited runs and seeds would detect: test sampling's share alone (0 where unknown)
-    options: list[NoiseOption]  # as run first
-    cheapest: str | None  # the option that reaches the task's target at the least machine time (None: none does)
-
-
-@dataclass
-class TaskNoise(Record):
-    """A task's noise, measured on the baseline's runs, and the grid's comparisons on it
-    (``pipeline.report.noise``): sds in the metric's units, seconds of this grid's machine."""
-
-    task: str
-    metric: str
-    score: float  # the baseline's mean in the grid's first mode
-    runs: int  # the baseline's pretraining runs
-    seeds: int  # fine-tuning seeds per pretraining run
-    sd_pretrain: float | None  # pretraining luck (None: one pretraining run cannot show it)
-    sd_finetune: float | None  # fine-tuning luck (None: one seed per run)
-    sd_test: float | None  # test sampling: the binomial sd of the baseline's score on the test split
-    test_examples: int | None  # the test split's size (questions on SQuAD)
-    pretrain_seconds: float | None  # one pretraining run of the baseline
-    finetune_seconds: float | None  # one fine-tuning run in the first mode (its share of the choice on dev apart)
-    target: float  # the difference each comparison is asked to detect
-    designs: list[NoiseDesign]
-    no_sd_test: str | None = None  # why ``sd_test`` is missing
-
-    OMIT_NONE = ("no_sd_test",)
-
-
-@dataclass
 class AblationResults(Record):
     """Everything the report shows about the grid (``reports/ablations.json``)."""
 
@@ -392,7 +340,7 @@ class AblationResults(Record):
     choices: list[dict] | None = None  # each task's choices on dev (``pipeline.report.protocol.choices``)
     sweeps: list[dict] | None = None  # each swept row's pretraining rate and pilots (``protocol.sweeps``)
     controls: list[dict] | None = None  # each task's word-order control (``pipeline.report.protocol.controls``)
-    noise: list[TaskNoise] | None = None  # each task's noise and what would cut it (``pipeline.report.noise``)
+    noise: list | None = None  # each task's noise and what would cut it (``pipeline.report.noise.TaskNoise``)
 
     OMIT_NONE = ("suite", "zero_shot", "ledger", "choices", "controls", "sweeps", "noise")
 

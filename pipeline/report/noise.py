@@ -1,24 +1,23 @@
-"""How much noise, and what would cut it: the report's section. Each task's three kinds of luck, measured, and the
-true difference each comparison of the grid detects with 80% power, as run and with twice the pretraining runs, the
-fine-tuning seeds or the test examples, with what each change costs at the grid's measured times.
+"""How much noise, and what would cut it: the numbers of the report's section of that name (``sections/noise.py``).
+Each task's three kinds of luck, measured, and the true difference each comparison of the grid detects with 80% power,
+as run and with twice the pretraining runs, the fine-tuning seeds or the test examples, with what each change costs
+at the grid's measured times.
 
 Pretraining luck (sd σp) and fine-tuning luck (σf) come from a one-way ANOVA of the baseline's fine-tuned runs grouped
 by pretraining run (``stats.variance_components``); test sampling (σt) is ``power.sampling_sd``. This module reads the
-runs into each comparison's design, sizes each change with ``power``'s maths, and writes the section: its tables, its
-figure and its text (``model_text`` states the assumptions).
+runs into each comparison's design and sizes each change with ``power``'s maths; the records below are what the
+results hold (``AblationResults.noise``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from pipeline.names import CLASSICAL, SEED_FREE
-from pipeline.report.figures import COLORS, REFERENCE
-from pipeline.report.model import AblationResults, FamilyResult, NoiseDesign, NoiseOption, TaskNoise
+from pipeline.report.model import AblationResults, FamilyResult, Record
 from pipeline.report.power import Design, Side, detectable, floor, sampling_sd
-from pipeline.report.results import BASELINE, by_variant, choose_test, fmt, load_runs, percent
+from pipeline.report.results import BASELINE, by_variant, choose_test, load_runs
 from pipeline.report.stats import variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
@@ -27,6 +26,59 @@ MAX_SCALE = 64  # the most runs per side searched for the target, as a multiple 
 AS_RUN, RUNS, SEEDS, TEST = "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples"
 COMPARISONS = {"pooled": "pretraining variants", "paired": "fine-tuning modes of the same runs",
                "welch": "pretrained and from scratch"}  # each test's comparisons in words, in the tables' order
+
+
+@dataclass
+class NoiseOption(Record):
+    """One way to run a comparison (``pipeline.report.noise``): what changes, the true difference it would then
+    detect with 80% power, and what the change adds at this grid's measured times."""
+
+    change: str  # "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples" or "<r>x runs"
+    detectable: float | None  # in the metric's units (a fraction for accuracy); None: no test can be made
+    seconds: float | None = None  # the machine time it adds (left out as run, and for more test examples)
+    examples: int | None = None  # the labelled test examples it adds (twice the test examples)
+
+    OMIT_NONE = ("seconds", "examples")
+
+
+@dataclass
+class NoiseDesign(Record):
+    """One comparison the grid runs on a task, its noise, and what would shrink the difference it detects."""
+
+    comparison: str  # in words: a pretraining variant against its reference, from scratch, frozen features
+    test: str  # the test's key in ``stats.TESTS``: pooled, welch or paired
+    rows: list[str]  # the rows compared this way, each "<row> vs <reference>"
+    runs: list[int]  # units per side (pretraining runs; from scratch: its fine-tuning runs); paired: one side
+    seeds: list[int]  # fine-tuning runs per unit, per side
+    df: int | None  # the test's degrees of freedom as run, Welch's at its lower bound (None: no test can be made)
+    se: float  # sd of the difference of the two means as run, all three kinds of noise, in the metric's units
+    floor: float  # what unlimited runs and seeds would detect: test sampling's share alone (0 where unknown)
+    options: list[NoiseOption]  # as run first
+    cheapest: str | None  # the option that reaches the task's target at the least machine time (None: none does)
+
+
+@dataclass
+class TaskNoise(Record):
+    """A task's noise, measured on the baseline's runs, and the grid's comparisons on it
+    (``pipeline.report.noise``): sds in the metric's units, seconds of this grid's machine."""
+
+    task: str
+    metric: str
+    score: float  # the baseline's mean in the grid's first mode
+    runs: int  # the baseline's pretraining runs
+    seeds: int  # fine-tuning seeds per pretraining run
+    sd_pretrain: float | None  # pretraining luck (None: one pretraining run cannot show it)
+    sd_finetune: float | None  # fine-tuning luck (None: one seed per run)
+    sd_test: float | None  # test sampling: the binomial sd of the baseline's score on the test split
+    test_examples: int | None  # the test split's size (questions on SQuAD)
+    pretrain_seconds: float | None  # one pretraining run of the baseline
+    finetune_seconds: float | None  # one fine-tuning run in the first mode (its share of the choice on dev apart)
+    target: float  # the difference each comparison is asked to detect
+    designs: list[NoiseDesign]
+    no_sd_test: str | None = None  # why ``sd_test`` is missing
+
+    OMIT_NONE = ("no_sd_test",)
+
 
 
 def by_run(runs: list[dict], mode: str, metric: str) -> dict[int, list[float]]:
@@ -224,145 +276,3 @@ def grid_noise(res: AblationResults, runs: dict, confidence: float, target: floa
     found = (task_noise(by_variant(load_runs(runs, task)), plan, res.variant_modes[0], metric, confidence, target)
              for task, metric in tasks.items())
     return [t for t in found if t]
-
-
-# -- the section: its text, tables and figure
-
-def duration(seconds: float) -> str:
-    """Machine time as the tables write it: seconds, minutes up to 90, hours up to two days, then days."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
-
-
-def amount(metric: str, value: float) -> str:
-    """A difference or an sd in words: points of a share, else the metric's own units."""
-    return f"{fmt(metric, value)}{' points' if percent(metric) else ''}"
-
-
-def option_cell(d: NoiseDesign, change: str, metric: str) -> str:
-    """What ``d`` detects with ``change``, and what the change adds: machine time, or test examples."""
-    o = next((o for o in d.options if o.change == change), None)
-    if o is None:
-        return "—"
-    if o.detectable is None:
-        return "no test"
-    added = f" (+{duration(o.seconds)})" if o.seconds is not None else \
-        f" (+{o.examples:,} examples)" if o.examples else ""
-    return fmt(metric, o.detectable) + added
-
-
-def cheapest_text(d: NoiseDesign, metric: str) -> str:
-    """The cheapest change that reaches the target, or why none does."""
-    if d.cheapest is None:
-        held = f"; test sampling alone keeps it above {amount(metric, d.floor)}" if d.floor else ""
-        return f"nothing up to {MAX_SCALE}x the runs{held}"
-    return d.cheapest if d.cheapest == AS_RUN else f"{d.cheapest}: {option_cell(d, d.cheapest, metric)}"
-
-
-def shares(t: TaskNoise) -> list[float] | None:
-    """Each kind's share of the variance of the baseline's mean: pretraining, fine-tuning, test sampling."""
-    parts = [(t.sd_pretrain or 0.0) ** 2 / t.runs, (t.sd_finetune or 0.0) ** 2 / (t.runs * t.seeds),
-             (t.sd_test or 0.0) ** 2]
-    return [p / sum(parts) for p in parts] if sum(parts) else None
-
-
-def components_row(t: TaskNoise) -> list[str]:
-    """A task's line of the noise table: the baseline's runs and score, each sd, their shares of its variance."""
-    def sd(value: float | None, why: str) -> str:
-        return fmt(t.metric, value) if value is not None else f"— ({why})"
-
-    share = shares(t)
-    sampled = sd(t.sd_test, t.no_sd_test or "") + (f" ({t.test_examples:,} examples)" if t.sd_test else "")
-    return [t.task, f"{t.runs} x {t.seeds}", fmt(t.metric, t.score), sd(t.sd_pretrain, "one pretraining run"),
-            sd(t.sd_finetune, "one seed"), sampled, " / ".join(f"{100 * x:.0f}%" for x in share) if share else "—"]
-
-
-def design_row(t: TaskNoise, d: NoiseDesign) -> list[str]:
-    """A comparison's line: its rows, runs per side, what it detects as run and with each change, the cheapest."""
-    runs = " vs ".join(f"{r} x {s}" for r, s in zip(d.runs, d.seeds)) + (", paired" if d.test == "paired" else "")
-    return [t.task, f"{d.comparison}: {'; '.join(d.rows)}", runs,
-            *(option_cell(d, c, t.metric) for c in (AS_RUN, RUNS, SEEDS, TEST)), cheapest_text(d, t.metric)]
-
-
-def noise_figure(tasks: list[TaskNoise]):
-    """Per task: the three sds of one score side by side; and what its first comparison detects as run and with
-    each change, against the target (a named dashed line). Bars from zero: an sd and a difference have a true
-    origin. A kind not measured, or a change that makes no test, draws no bar."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 2.2 + 0.8 * len(tasks)))
-    y = np.arange(len(tasks))
-    kinds = [("pretraining luck", "sd_pretrain"), ("fine-tuning luck", "sd_finetune"), ("test sampling", "sd_test")]
-    for i, (label, key) in enumerate(kinds):
-        left.barh(y + (i - 1) * 0.25, [100 * (getattr(t, key) or 0.0) for t in tasks], 0.25, color=COLORS[i],
-                  label=label)
-    left.set_yticks(y, [t.task for t in tasks])
-    left.set(xlabel="sd of one score, points (% or correlation x 100)", title="Each kind of noise")
-    for i, change in enumerate((AS_RUN, RUNS, SEEDS, TEST)):
-        found = [next((o.detectable for o in t.designs[0].options if o.change == change), None)
-                 if t.designs else None for t in tasks]
-        right.barh(y + (i - 1.5) * 0.2, [100 * (v or 0.0) for v in found], 0.2, color=COLORS[3 + i], label=change)
-    target = 100 * tasks[0].target
-    right.axvline(target, **REFERENCE, label=f"target: {target:g} points")
-    right.set_yticks(y, [f"{t.task}: {t.designs[0].comparison}" if t.designs else t.task for t in tasks], fontsize=8)
-    right.set(xlabel="true difference detected with 80% power, points", title="What each change would detect")
-    for ax in (left, right):
-        ax.invert_yaxis()
-        ax.grid(axis="x", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
-    fig.tight_layout()
-    return fig
-
-
-def model_text(confidence: float) -> str:
-    """How the section's numbers are made, and what they assume."""
-    return ("A score's noise has three parts, each measured on each task: pretraining luck (the sd of a pretraining "
-            "run's own score) and fine-tuning luck (of one fine-tuning run around it), by a one-way ANOVA of the "
-            "baseline's fine-tuned runs grouped by pretraining run, in the grid's first mode; and test sampling, the "
-            "binomial sd sqrt(p(1 − p)/n) of an accuracy p read on the test split's n examples. A row of k "
-            "pretraining runs with m fine-tuning seeds each has a mean of variance σp²/k + σf²/(k·m) + σt², "
-            "assuming normal luck, one spread for every row (as the pooled test does), and test sampling "
-            "independent per row -- conservative, since rows read on the same test split share most of it. "
-            "Detected: the smallest true difference a t-test with that standard error calls better with 80% power "
-            f"at {round(100 * confidence)}% confidence, at the degrees of freedom of the comparison's own test "
-            "(without test sampling, Method's simulated number). What a change adds: machine time at this grid's "
-            "measured times (pretraining the added runs and fine-tuning them in the compared modes on that task; "
-            "the choice on dev is not repeated), or labelled test examples.")
-
-
-def task_text(t: TaskNoise) -> str:
-    """A task's noise and its first comparison in a sentence."""
-    share = shares(t)
-    parts = (f"at {t.runs} x {t.seeds} runs the baseline mean's variance is {100 * share[0]:.0f}% pretraining luck, "
-             f"{100 * share[1]:.0f}% fine-tuning luck and {100 * share[2]:.0f}% test sampling") if share else \
-        "no noise measured"
-    if not t.designs:
-        return f"{t.task}: {parts}; one pretraining run of the baseline leaves no comparison to size."
-    d = t.designs[0]
-    now = d.options[0].detectable
-    detects = f"detects {amount(t.metric, now)}" if now is not None else "makes no test"
-    return (f"{t.task}: {parts}. Between {d.comparison} ({'; '.join(d.rows)}) the grid {detects} as run; to "
-            f"detect {amount(t.metric, t.target)}: {cheapest_text(d, t.metric)}.")
-
-
-def noise_section(doc, res: AblationResults) -> None:
-    """Each task's noise, what each comparison detects, and the cheapest way to the target; ``doc``: the report's
-    writer (``render.Doc``)."""
-    tasks = res.noise
-    if not tasks:
-        return
-    doc.heading("How much noise, and what would cut it")
-    doc.para(model_text(res.method.confidence), cls="note")
-    doc.table(["task", "baseline runs (pretraining x fine-tuning)", "baseline score", "pretraining luck sd",
-               "fine-tuning luck sd", "test sampling sd", "share of the baseline mean's variance (pretraining / "
-               "fine-tuning / test)"], [components_row(t) for t in tasks],
-              caption="Each task's noise, measured on the baseline (points for a share, else the metric's units)")
-    doc.table(["task", "comparison", "runs per side (units x seeds)", "detects as run", RUNS, SEEDS, TEST,
-               f"cheapest to detect {amount(tasks[0].metric, tasks[0].target)}"],
-              [design_row(t, d) for t in tasks for d in t.designs],
-              caption="The true difference each comparison detects with 80% power as run, and with twice the "
-                      "pretraining runs on each side, twice the fine-tuning seeds or twice the test examples (what "
-                      "each adds in brackets); from scratch, each fine-tuning run is a unit")
-    doc.figure("noise.png", noise_figure(tasks), "each task's noise, and what its first comparison would detect")
-    doc.bullets([task_text(t) for t in tasks])

@@ -13,7 +13,8 @@ from typing import Mapping
 from pipeline.errors import ConfigError
 from pipeline.finetune.modes import mode_label
 from pipeline.report.model import AblationResults, FamilyResult, Row, SuiteCell
-from pipeline.report.results import BASELINE, signed, by_variant, family_result, load_runs, score
+from pipeline.report.cells import signed
+from pipeline.report.results import BASELINE, by_variant, family_result, load_runs, score
 
 
 def first_task(suite: Mapping) -> str:
