@@ -135,12 +135,8 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return getattr(model, "_orig_mod", model)
 
 
-def save_hf(
-    model: nn.Module,
-    out_dir: str | os.PathLike,
-    tokenizer_dir: str | os.PathLike | None = None,
-    do_lower_case: bool = True,
-) -> Path:
+def save_hf(model: nn.Module, out_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike | None = None,
+            do_lower_case: bool = True) -> Path:
     """Write ``model`` (BertForPreTraining, BertForSequenceClassification or BertModel) as a
     Hugging Face folder: config.json + model.safetensors, and with ``tokenizer_dir`` (a
     folder holding vocab.txt and, optionally, tokenizer.json) the tokenizer files too.
@@ -163,9 +159,7 @@ def save_hf(
         hf_config["label2id"] = {f"LABEL_{i}": i for i in range(model.num_labels)}
         if model.num_labels == 1:
             hf_config["problem_type"] = "regression"
-    tensors = {
-        k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in TIED_KEYS
-    }
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items() if k not in TIED_KEYS}
     if pre_ln:
         tensors = to_pre_ln(tensors, model.config.pad_token_id)
 
