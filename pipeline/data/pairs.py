@@ -1,5 +1,5 @@
 """The make_pairs stage: pretraining examples with the semantics of BERT's original data script, streamed
-and in parallel (``run`` is the stage).
+and in parallel (the stage's ``run`` is ``pipeline.stages.make_pairs``'s).
 
 Two steps, both on disk so that memory does not grow with the corpus:
 
@@ -63,13 +63,13 @@ import random
 import resource
 import time
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from pipeline.data.encoded import EncodedCorpus, encode_corpus
-from pipeline.data.shards import PART_FILE, shard_stem, write_meta
+from pipeline.data.shards import PART_FILE, write_meta, write_shard
 from pipeline.errors import DataError
 from pipeline.io import atomic_dir, write_json
 from pipeline.settings import PairsSettings
@@ -232,50 +232,6 @@ def packed_examples(corpus: EncodedCorpus, docs: tuple[int, int], *, max_seq_len
     return examples * dupe_factor
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + n)`` for each (s, n), vectorised."""
-    ends = np.cumsum(lengths)
-    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
-
-
-def _write_shard(folder: Path, k: int, examples: Sequence[Example], corpus: EncodedCorpus, cls_id: int,
-                 sep_id: int, chunk: int = 4096) -> int:
-    """Write one shard's tokens, index and NSP labels; returns its token count."""
-    n = len(examples)
-    counts = np.fromiter((len(ex.segments) for ex in examples), dtype=np.int64, count=n)
-    seg = np.fromiter((v for ex in examples for s in ex.segments for v in s), dtype=np.int64,
-                      count=2 * int(counts.sum())).reshape(-1, 2)
-    seg_out = seg[:, 1] + 1                                   # each segment and its [SEP]
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))     # first segment of each example
-    lengths = 1 + np.add.reduceat(seg_out, first) if n else np.zeros(0, np.int64)
-    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n else np.zeros(0, np.int64)
-    nsp = np.fromiter((ex.is_random_next for ex in examples), dtype=np.int8, count=n)
-    # Where segment 1 starts: after "[CLS] A [SEP]" for pairs, nowhere (= length) when packed.
-    type1 = np.where(nsp >= 0, 1 + seg_out[first], lengths)
-    within = np.cumsum(seg_out) - seg_out
-    seg_pos = np.repeat(offsets, counts) + 1 + within - np.repeat(within[first], counts)  # (S,) output start
-
-    stem = shard_stem(folder, k)
-    total = int(lengths.sum())
-    tokens = np.lib.format.open_memmap(f"{stem}.tokens.npy", mode="w+", dtype=corpus.dtype, shape=(total,))
-    for e0 in range(0, n, chunk):
-        e1 = min(n, e0 + chunk)
-        s0, s1 = int(first[e0]), int(first[e1]) if e1 < n else len(seg)
-        base = int(offsets[e0])
-        end = int(offsets[e1]) if e1 < n else total
-        buf = np.empty(end - base, dtype=corpus.dtype)
-        src = _ranges(seg[s0:s1, 0], seg[s0:s1, 1])
-        buf[_ranges(seg_pos[s0:s1] - base, seg[s0:s1, 1])] = corpus.tokens[src]
-        buf[offsets[e0:e1] - base] = cls_id
-        buf[seg_pos[s0:s1] - base + seg[s0:s1, 1]] = sep_id
-        tokens[base:end] = buf
-    tokens.flush()
-    del tokens
-    np.save(f"{stem}.index.npy", np.stack([offsets, lengths, type1], axis=1).astype(np.int64).reshape(n, 3))
-    np.save(f"{stem}.nsp.npy", nsp)
-    return total
-
-
 def _shard_job(job: dict) -> dict:
     """Generate and write one shard (runs in a worker process or in the caller)."""
     corpus = EncodedCorpus(job["corpus"])
@@ -288,7 +244,7 @@ def _shard_job(job: dict) -> dict:
         examples = packed_examples(corpus, docs, max_seq_length=job["max_seq_length"],
                                    cross_documents=fmt == "full_sentences", dupe_factor=job["dupe_factor"])
     rng.shuffle(examples)
-    n_tokens = _write_shard(Path(job["out"]), k, examples, corpus, job["cls_id"], job["sep_id"])
+    n_tokens = write_shard(Path(job["out"]), k, examples, corpus.tokens, job["cls_id"], job["sep_id"])
     return {
         "shard": k,
         "n_examples": len(examples),

@@ -1,7 +1,7 @@
 """The on-disk format of pretraining examples: sharded, memory-mapped arrays, their metadata and reader.
 
-Written by ``pipeline.data.pairs`` (shards made on several machines are joined by
-``merge_parts``); read by ``PairsDataset`` one example at a time,
+Made by ``pipeline.data.pairs``, written by ``write_shard`` and ``write_meta`` (shards
+made on several machines are joined by ``merge_parts``); read by ``PairsDataset`` one example at a time,
 so one batch costs O(batch) to load and no shard is ever read whole. A folder
 holds:
 
@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -43,6 +44,54 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 def shard_stem(folder: Path, k: int) -> Path:
     return Path(folder) / f"shard-{k:05d}"
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for each (s, n), vectorised."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+
+
+def write_shard(folder: Path, k: int, examples: Sequence, corpus_tokens: np.ndarray, cls_id: int, sep_id: int,
+                chunk: int = 4096) -> int:
+    """Write one shard's tokens, index and NSP labels; returns its token count.
+
+    ``examples``: ``pipeline.data.pairs.Example``s, each one's spans (offset, length) of ``corpus_tokens`` (the
+    flat tokenized corpus, whose dtype the shard keeps) and NSP label.
+    """
+    n = len(examples)
+    counts = np.fromiter((len(ex.segments) for ex in examples), dtype=np.int64, count=n)
+    seg = np.fromiter((v for ex in examples for s in ex.segments for v in s), dtype=np.int64,
+                      count=2 * int(counts.sum())).reshape(-1, 2)
+    seg_out = seg[:, 1] + 1                                   # each segment and its [SEP]
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))     # first segment of each example
+    lengths = 1 + np.add.reduceat(seg_out, first) if n else np.zeros(0, np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n else np.zeros(0, np.int64)
+    nsp = np.fromiter((ex.is_random_next for ex in examples), dtype=np.int8, count=n)
+    # Where segment 1 starts: after "[CLS] A [SEP]" for pairs, nowhere (= length) when packed.
+    type1 = np.where(nsp >= 0, 1 + seg_out[first], lengths)
+    within = np.cumsum(seg_out) - seg_out
+    seg_pos = np.repeat(offsets, counts) + 1 + within - np.repeat(within[first], counts)  # (S,) output start
+
+    stem = shard_stem(folder, k)
+    total = int(lengths.sum())
+    tokens = np.lib.format.open_memmap(f"{stem}.tokens.npy", mode="w+", dtype=corpus_tokens.dtype, shape=(total,))
+    for e0 in range(0, n, chunk):
+        e1 = min(n, e0 + chunk)
+        s0, s1 = int(first[e0]), int(first[e1]) if e1 < n else len(seg)
+        base = int(offsets[e0])
+        end = int(offsets[e1]) if e1 < n else total
+        buf = np.empty(end - base, dtype=corpus_tokens.dtype)
+        src = _ranges(seg[s0:s1, 0], seg[s0:s1, 1])
+        buf[_ranges(seg_pos[s0:s1] - base, seg[s0:s1, 1])] = corpus_tokens[src]
+        buf[offsets[e0:e1] - base] = cls_id
+        buf[seg_pos[s0:s1] - base + seg[s0:s1, 1]] = sep_id
+        tokens[base:end] = buf
+    tokens.flush()
+    del tokens
+    np.save(f"{stem}.index.npy", np.stack([offsets, lengths, type1], axis=1).astype(np.int64).reshape(n, 3))
+    np.save(f"{stem}.nsp.npy", nsp)
+    return total
 
 
 def write_meta(folder: Path, corpus: dict, shards: list, results: list[dict], settings: dict,
