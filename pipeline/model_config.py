@@ -83,7 +83,7 @@ class BertConfig(ModelConfig):
     pad_token_id: int = 0
     causal: bool = False  # left-to-right (GPT-style) attention for the LTR ablation
     attention_init: str = "normal"  # fresh weights: "normal" (BERT's) or "local" (first-layer heads read their
-                                    # neighbours from the start: pipeline.model.bert.local_attention_init)
+                                    # neighbours from the start: pipeline.model.init.local_attention_init)
     layer_norm: str = "post"  # where each block normalises: "post" (BERT's: after each residual sum) or "pre"
                               # (before each sub-layer, one more LayerNorm after the stack: RoBERTa-PreLayerNorm's)
 
