@@ -56,23 +56,62 @@ def test_pretrain_bad_settings(tmp_path, override, fragment):
     assert list(tmp_path.iterdir()) == []
 
 
-def _imported_modules(module: str) -> set[str]:
-    code = ("import sys, %s; print('\\n'.join(m.__file__ for m in list(sys.modules.values()) "
-            "if getattr(m, '__file__', None) and m.__name__.split('.')[0] in ('pipeline', 'stages')))" % module)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    files = {Path(p).resolve().relative_to(ROOT).as_posix() for p in out.split()}
-    return {f for f in files if (ROOT / f).read_text().strip()}  # empty __init__.py files carry no code
+# One interpreter imports the heavy libraries once (none of the lab's modules), then forks a child per stage module
+# that imports it and names the lab's modules it loaded: a fresh import each, without paying for torch each time
+# (13 interpreters took 90 s of the suite). The libraries only speed it up: the child's own imports decide the set.
+_IMPORTS = """
+import importlib, json, os, sys
+for heavy in ("torch", "lightning", "mlflow", "hydra", "omegaconf", "numpy", "scipy.stats", "matplotlib.pyplot",
+              "tokenizers", "transformers", "dvc.repo", "yaml"):
+    try:
+        importlib.import_module(heavy)
+    except ImportError:
+        pass
+assert not [m for m in sys.modules if m.split(".")[0] in ("pipeline", "stages")]
+out = {}
+for module in sys.argv[1:]:
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        importlib.import_module(module)
+        files = [m.__file__ for m in list(sys.modules.values())
+                 if getattr(m, "__file__", None) and m.__name__.split(".")[0] in ("pipeline", "stages")]
+        with os.fdopen(w, "w") as f:
+            f.write(json.dumps(files))
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out[module] = json.loads(f.read())
+    os.wait()
+print(json.dumps(out))
+"""
+
+
+def _stage_module(spec: dict) -> str:
+    """The module a stage runs (``python -m <module>``); a variant stage (foreach) runs its base stage's."""
+    return re.match(r"python -m (\S+)", spec.get("do", spec)["cmd"]).group(1)
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[str, set[str]]:
+    """Each stage's module -> the lab's modules importing it loads (empty ``__init__.py`` files carry no code)."""
+    modules = sorted({_stage_module(spec) for spec in DVC["stages"].values()})
+    out = subprocess.run([sys.executable, "-c", _IMPORTS, *modules], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    files = {m: {Path(p).resolve().relative_to(ROOT).as_posix() for p in ps} for m, ps in json.loads(out).items()}
+    return {m: {f for f in fs if (ROOT / f).read_text().strip()} for m, fs in files.items()}
 
 
 @pytest.mark.parametrize("stage", DVC["stages"])
-def test_dvc_deps_are_exactly_the_imported_modules(stage):
+def test_dvc_deps_are_exactly_the_imported_modules(stage, imported):
     spec = DVC["stages"][stage]
+    module = _stage_module(spec)
     spec = spec.get("do", spec)  # a variant stage (foreach) runs its base stage's script
     deps = {d for d in spec["deps"] if d.endswith(".py")}
     for d in spec["deps"]:  # a package named whole (pipeline/report/sections/) stands for every module in it
         if d.startswith("pipeline/") and (ROOT / d).is_dir() and list((ROOT / d).glob("*.py")):
             deps |= {p.relative_to(ROOT).as_posix() for p in (ROOT / d).rglob("*.py") if p.read_text().strip()}
-    assert deps == _imported_modules(re.match(r"python -m (\S+)", spec["cmd"]).group(1))  # the module it runs
+    assert deps == imported[module]
 
 
 @pytest.mark.slow  # a whole stage end to end: the slow marker, which CI runs too
