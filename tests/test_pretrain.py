@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 
-from conftest import ROOT, run_stage, run_stage_here
+from conftest import ROOT, run_stage, run_stage_here, tracking_store
 from pipeline.architectures import architecture
 from pipeline.config import compose, validate
 from pipeline.data.tokenizer import load_tokenizer
@@ -170,7 +170,7 @@ def _pretrain_here(root: Path, paths: list[str], name: str, *extra: str) -> subp
 
 
 def _env(root: Path) -> dict:
-    return dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
+    return dict(os.environ, MLFLOW_TRACKING_URI=tracking_store(root))
 
 
 @pytest.mark.slow  # a minute: two full runs and a killed one (CI runs the slow marker too)

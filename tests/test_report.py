@@ -10,7 +10,7 @@ import pytest
 
 from omegaconf import OmegaConf
 
-from conftest import chromedriver
+from conftest import chromedriver, tracking_store
 from pipeline.config import compose, validate
 from pipeline.finetune.training import summarize
 from pipeline.io import write_json
@@ -141,7 +141,7 @@ def _ci_report_config(root: Path, *overrides: str):
     m = root / "metrics"
     cfg = compose([*_grid(*overrides), f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}",
                    f"paths.plots={root / 'plots'}", f"paths.variants.plots={root / 'plots' / 'variants'}",
-                   f"paths.reports={root / 'reports'}", f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
+                   f"paths.reports={root / 'reports'}", f"tracking.uri={tracking_store(root)}",
                    f"paths.eval_set={root / 'eval_set'}"])
     write_json(m / "corpus.json", {s: {"documents": 10, "words": 1000} for s in ("train", "valid")})
     _floors(root / "eval_set")
@@ -385,7 +385,7 @@ def test_suite_columns_each_tested_with_the_papers_numbers(tmp_path):
     cfg = compose([*_grid("suite=table6"), "grid.families=[features,nsp,objective]", f"paths.metrics={m}",
                    f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'plots'}",
                    f"paths.variants.plots={tmp_path / 'plots' / 'variants'}", f"paths.reports={tmp_path / 'reports'}",
-                   f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.eval_set={tmp_path / 'eval_set'}"])
+                   f"tracking.uri={tracking_store(tmp_path)}", f"paths.eval_set={tmp_path / 'eval_set'}"])
     _floors(tmp_path / "eval_set")
     assert sorted(cfg.finetunes) == sorted(f"{r}-{t}" for r in cfg.runs for t in ("mnli_m", "mrpc", "sst2"))
     assert cfg.finetunes["ltr-s1-mrpc"].out == f"{m}/variants/ltr-s1/tasks/mrpc"

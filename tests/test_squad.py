@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import run_stage_here, shared_data, tiny_export
+from conftest import run_stage_here, shared_data, tiny_export, tracking_store
 from pipeline.errors import DataError
 from pipeline.finetune.answers import (best_threshold, evaluate, exact_match, f1, normalize_answer,
                                        question_scores, read_predictions)
@@ -318,7 +318,7 @@ def test_finetune_stage_runs_squad_and_writes_predictions(tmp_path):
                   "task.data.split_fraction=0.3",
                   "task.max_seq_length=64", "task.data.doc_stride=16", "finetune.epochs=1", "finetune.seeds=[0]",
                   "finetune.modes=[pretrained,tfidf]", "finetune.lrs=[1e-3]", "runtime.progress=false",
-                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.pretrain={tmp_path / 'pretrain'}",
+                  f"tracking.uri={tracking_store(tmp_path)}", f"paths.pretrain={tmp_path / 'pretrain'}",
                   f"paths.metrics={tmp_path / 'metrics'}")
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())

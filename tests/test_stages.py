@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, run_stage, run_stage_here, shared_data, tiny_export
+from conftest import ROOT, run_stage, run_stage_here, shared_data, tiny_export, tracking_store
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 
@@ -126,7 +126,7 @@ def test_finetune_stage_on_glue_mrpc(tmp_path):
                   f"finetune.modes=[{','.join(MODES)}]", "finetune.lrs=[1e-3,3e-3]", "finetune.feature_lrs=[1e-3]",
                   "finetune.lr_bounds=[1e-3,3e-3]", "finetune.tfidf.c=[1.0]",  # bounds on the grid: not extended
                   "finetune.poolings=[token,mean]",
-                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
+                  f"tracking.uri={tracking_store(tmp_path)}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["task"] == "MRPC" and result["train_examples"] == 64 and result["scored_on"] == "test"
@@ -155,7 +155,7 @@ def test_finetune_stage_runs_one_task_of_a_suite_into_its_own_folder(tmp_path):
                   "suite.tasks.sst2.data.train_size=64", "suite.tasks.sst2.data.dev_size=32", "finetune.epochs=1",
                   "finetune.lrs=[1e-3]",
                   "finetune.seeds=[0]", "finetune.modes=[pretrained,tfidf]", "runtime.progress=false",
-                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
+                  f"tracking.uri={tracking_store(tmp_path)}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     assert not (tmp_path / "metrics" / "finetune.json").exists()
     result = json.loads((tmp_path / "metrics" / "tasks" / "sst2" / "finetune.json").read_text())
@@ -184,7 +184,7 @@ def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
     (folder / "tokenizer_config.json").write_text('{"do_lower_case": true}', encoding="utf-8")
     r = run_stage("finetune", f"finetune.init_from={folder}", "task.data.train_size=64", "task.data.dev_size=64",
                   "finetune.epochs=1", "finetune.modes=[pretrained]", "runtime.progress=false",
-                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *_paths(tmp_path))
+                  f"tracking.uri={tracking_store(tmp_path)}", *_paths(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["pretrain_run_id"] == f"external:{folder}" and result["train_examples"] == 64

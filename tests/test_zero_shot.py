@@ -14,7 +14,7 @@ import transformers
 from omegaconf import OmegaConf
 from tokenizers import Tokenizer, models
 
-from conftest import ROOT, TINY_BERT, shared_data, tiny_export
+from conftest import ROOT, TINY_BERT, shared_data, tiny_export, tracking_store
 from pipeline.config import compose, validate
 from pipeline.data.tokenizer import MASK, UNK, add_bert_template, load_tokenizer, new_tokenizer, save_tokenizer
 from pipeline.errors import ConfigError, DataError, MissingFileError
@@ -498,7 +498,7 @@ def _blimp_folder(folder):
 
 def _stage_paths(tmp_path, pretrain):
     return [f"paths.pretrain={pretrain}", f"paths.metrics={tmp_path / 'metrics'}",
-            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "runtime.progress=false"]
+            f"tracking.uri={tracking_store(tmp_path)}", "runtime.progress=false"]
 
 
 def test_the_stage_scores_a_run_writes_its_summary_and_logs_each_phenomenon_on_its_mlflow_run(tmp_path):
