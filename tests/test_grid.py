@@ -48,8 +48,10 @@ def test_variant_changes_only_what_it_names():
         assert after[group] == before[group], group
 
 
-# the full grid (every variant, half a minute) runs with the slow checks; every other grid here
-@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.slow) if g == "full" else g for g in GRIDS])
+# the grids of the most runs (full: every variant, half a minute; lineage and recipe: 7 to 9 s each) run with the
+# slow checks; every other grid here
+@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.slow) if g in ("full", "lineage", "recipe") else g
+                                  for g in GRIDS])
 def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
     """The generated `runs` and `examples` (what dvc.yaml iterates over) name the folders the stages use."""
     cfg = compose([f"grid={grid}"])

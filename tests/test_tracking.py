@@ -90,6 +90,7 @@ def test_git_commit_is_dirty_for_code_changes_but_not_for_dvc_lock(tmp_path):
     assert git_commit(tmp_path) == git_commit(tmp_path / "sub") == f"{sha}-dirty"
 
 
+@pytest.mark.slow  # three interpreters at once, 9 s (CI runs the slow marker too)
 def test_two_experiments_starting_together_share_a_new_local_store(tmp_path):
     """`dvc queue start -j 2` on a fresh clone: both stages create the store at once; neither fails."""
     store = tmp_path / "mlflow.db"
