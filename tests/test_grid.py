@@ -48,10 +48,12 @@ def test_variant_changes_only_what_it_names():
         assert after[group] == before[group], group
 
 
-# the grids of the most runs (full: every variant, half a minute; lineage and recipe: 7 to 9 s each) run with the
-# slow checks; every other grid here
-@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.slow) if g in ("full", "lineage", "recipe") else g
-                                  for g in GRIDS])
+# the grids of the most runs (full: every variant, half a minute; lineage, recipe, depth and nsp: 4 to 9 s each) run
+# with the slow checks; every other grid here
+SLOW_GRIDS = ("full", "lineage", "recipe", "depth", "nsp")
+
+
+@pytest.mark.parametrize("grid", [pytest.param(g, marks=pytest.mark.slow) if g in SLOW_GRIDS else g for g in GRIDS])
 def test_runs_of_every_grid_agree_with_what_each_stage_writes(grid):
     """The generated `runs` and `examples` (what dvc.yaml iterates over) name the folders the stages use."""
     cfg = compose([f"grid={grid}"])

@@ -180,6 +180,7 @@ def test_every_comparison_the_plan_names_is_sized_on_the_task():
     assert all(o.detectable is not None for d in t.designs for o in d.options)
 
 
+@pytest.mark.slow  # a whole report of two tasks, 9 s (CI runs the slow marker too)
 def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noise(tmp_path):
     """suite=demo on grid=ci's runs: each task's baseline runs (0.60, 0.61, 0.59 and 0.62, 0.63, 0.61) give
     fine-tuning sd 0.01 and pretraining sd sqrt(0.0002 - 0.0001 / 3); the test split's 50 examples give the
