@@ -474,6 +474,7 @@ def test_the_demo_suite_reads_each_claim_on_both_tasks_beside_each_arm_s_choice_
     assert "mixed: word_order shown; bible_sections opposite" in md
 
 
+@pytest.mark.slow  # a whole report of the depth grid, 7 s (CI runs the slow marker too)
 def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_path):
     """grid=depth with its learning-rate sweep: every row's pilots and chosen rate in their own section and figure,
     the pilots one MLflow group under the grid's run; the depth claim reads the deeper stack that trained best
@@ -1116,6 +1117,7 @@ def _key_tree(data, path: str = "", tree: dict | None = None) -> dict[str, str]:
     return tree
 
 
+@pytest.mark.slow  # a whole report with every section, 8.5 s (CI runs the slow marker too)
 def test_summary_and_ablations_keep_their_keys(tmp_path):
     """summary.json and ablations.json are read by users' scripts: the full set of key paths of a report with
     every section (the floors, the layout probe, NSP, four families, a suite, BLiMP along pretraining) is pinned."""

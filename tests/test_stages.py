@@ -62,7 +62,7 @@ def test_pretrain_bad_settings(tmp_path, override, fragment):
 _IMPORTS = """
 import importlib, json, os, sys
 for heavy in ("torch", "lightning", "mlflow", "hydra", "omegaconf", "numpy", "scipy.stats", "matplotlib.pyplot",
-              "tokenizers", "transformers", "dvc.repo", "yaml"):
+              "tokenizers", "yaml"):
     try:
         importlib.import_module(heavy)
     except ImportError:
