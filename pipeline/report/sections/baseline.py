@@ -1,5 +1,4 @@
-"""The baseline's first pretraining run and every fine-tuning mode of it, from its own metrics files.
-"""
+"""The baseline's first pretraining run and every fine-tuning mode of it, from its own metrics files."""
 from __future__ import annotations
 
 from pipeline.finetune.modes import mode_label

@@ -1,5 +1,4 @@
-"""Findings: one sentence per comparison, generated from the numbers (``pipeline.report.findings``).
-"""
+"""Findings: one sentence per comparison, generated from the numbers (``pipeline.report.findings``)."""
 from __future__ import annotations
 
 from pipeline.report.doc import Doc, Sources

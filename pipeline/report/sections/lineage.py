@@ -1,5 +1,4 @@
-"""Lineage: where every number comes from -- the grid, the code, the tracking store, each run's MLflow ids.
-"""
+"""Lineage: where every number comes from -- the grid, the code, the tracking store, each run's MLflow ids."""
 from __future__ import annotations
 
 from pipeline.report.doc import Doc, Sources

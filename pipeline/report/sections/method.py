@@ -1,5 +1,4 @@
-"""Method: the design and the tests in one paragraph, with the error rates measured at this grid's noise.
-"""
+"""Method: the design and the tests in one paragraph, with the error rates measured at this grid's noise."""
 from __future__ import annotations
 
 from pipeline.report.cells import fmt

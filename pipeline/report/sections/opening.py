@@ -1,5 +1,4 @@
-"""The report's title and its opening line: the corpus, the grid's rows and steps, what they were fine-tuned on.
-"""
+"""The report's title and its opening line: the corpus, the grid's rows and steps, what they were fine-tuned on."""
 from __future__ import annotations
 
 from pipeline.report.doc import Doc, Sources
