@@ -365,8 +365,11 @@ def test_every_claim_of_the_ledger_names_rows_its_families_have_and_what_runs_it
             else:
                 assert m.get("grammar") or m.get("probe"), (claim["id"], m)
     runs = {c["id"]: c["run_by"] for c in claims}
-    for claim_id, grid in (("depth", "depth"), ("depth_12_24", "depth"), ("contextual_vs_static", "lineage")):
+    for claim_id, grid in (("depth", "depth"), ("contextual_vs_static", "lineage")):
         assert runs[claim_id] == f"grid={grid}" and grid in GRIDS
+    # the preset that decides it within 2 hours, and the grid it runs, both exist
+    assert runs["depth_12_24"].startswith("experiment=depth_12_24 ") and "depth_12_24" in GRIDS
+    assert compose(["experiment=depth_12_24"]).grid.name == "depth_12_24"
 
 
 def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole():

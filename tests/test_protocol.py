@@ -193,6 +193,53 @@ def test_the_report_names_an_extended_grid_and_a_choice_on_the_limit_and_warns_o
     assert edge_text(older) == " (the grid's lowest rate)"
 
 
+class PeakTfidf(Runner):
+    """The classical arm's dev scores without a model: a peak at C ``peak`` (falling with the distance in log C),
+    bigrams a little ahead. Every C it fits is kept, in order."""
+    kind = "sentence"
+
+    def __init__(self, peak: float, c_bounds: tuple[float, float] | None = (1e-3, 1e4)):
+        grid = dataclasses.replace(EDGES, tfidf_c=(0.1, 1.0, 10.0, 100.0), tfidf_ngrams=(1, 2), c_bounds=c_bounds)
+        super().__init__(dataclasses.replace(RECIPE, grid=grid), TaskData("t", ["a", "b"], [], []), export=None)
+        self.peak, self.fitted = peak, []
+
+    def classical_candidates(self):
+        g = self.recipe.grid
+        return [{"ngrams": n, "c": c} for n in g.tfidf_ngrams for c in g.tfidf_c]
+
+    def train(self, mode, settings, seed, logger):
+        self.fitted.append(settings)
+        score = -abs(math.log(settings["c"] / self.peak)) + (0.1 if settings["ngrams"] == 2 else 0.0)
+        return Trained(mode, settings, seed, scorer=lambda split: {"accuracy": score}, logger=logger)
+
+
+def test_tfidf_s_c_chosen_on_the_grid_s_top_extends_the_grid_at_its_n_grams_until_inside():
+    """The best C is 500: the grid's 8 candidates choose C 100 with bigrams, its top; one step up by the grid's
+    ratio there (10) fits C 1000, which wins, then 1e4, which loses: 1000 is inside, and the report says so."""
+    from pipeline.report.sections.choices import edge_text
+
+    runner = PeakTfidf(peak=500.0)
+    choice, _ = _choose(runner, "tfidf")
+    assert runner.fitted[8:] == [{"ngrams": 2, "c": 1000.0}, {"ngrams": 2, "c": 10000.0}]
+    assert choice.settings == {"ngrams": 2, "c": 1000.0} and choice.at_limit is None
+    assert choice.extended == [{"edge": "highest", "c": 1000.0}, {"edge": "highest", "c": 10000.0}]
+    assert edge_text(choice.as_json()) == " (extended above the grid to C 10000; interior)"
+
+
+def test_tfidf_s_c_bound_stops_the_extension_and_the_choice_says_so():
+    """With c_bounds up to 300 the step from 100 lands on 300, which wins and sits on the bound: nothing past it."""
+    from pipeline.report.sections.choices import edge_text
+
+    runner = PeakTfidf(peak=1e5, c_bounds=(1e-3, 300.0))
+    choice, _ = _choose(runner, "tfidf")
+    assert [s["c"] for s in runner.fitted[8:]] == [300.0]
+    assert choice.settings == {"ngrams": 2, "c": 300.0} and choice.at_limit == "highest"
+    assert edge_text(choice.as_json()) == " (at the stated limit C 300)"
+    inside = PeakTfidf(peak=3.0)
+    choice, _ = _choose(inside, "tfidf")
+    assert len(inside.fitted) == 8 and choice.extended == [] and choice.settings == {"ngrams": 2, "c": 1.0}
+
+
 @pytest.mark.parametrize("rates, lr, step", [
     ([3e-4, 1e-3, 3e-3], 3e-3, ("highest", 9e-3)),     # 0.009000000000000001 unrounded
     ([3e-4, 1e-3, 3e-3], 3e-4, ("lowest", 9e-5)),
@@ -221,6 +268,22 @@ def test_bounds_that_are_not_two_rates_around_the_grids_are_refused_at_start_up_
 
     with pytest.raises(ConfigError) as e:
         validate(compose([f"finetune.lr_bounds={bounds}"]))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ("[1,1e4]", "finetune.tfidf.c_bounds=[1, 10000.0] is not allowed: the bounds must enclose finetune.tfidf.c "
+                "(0.1 to 100)"),
+    ("[1e4,1e-3]", "finetune.tfidf.c_bounds=[10000.0, 0.001] is not allowed: expected two positive numbers [low, high] "
+                   "with low < high (the lowest and highest C"),
+    ("[-1,1e4]", "finetune.tfidf.c_bounds=[-1, 10000.0] is not allowed: expected two positive numbers"),
+])
+def test_c_bounds_that_are_not_two_values_around_tfidf_s_grid_are_refused_naming_the_key(bounds, message):
+    from pipeline.config import compose, validate
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        validate(compose([f"finetune.tfidf.c_bounds={bounds}"]))
     assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
 
 

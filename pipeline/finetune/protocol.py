@@ -4,9 +4,10 @@ For each mode (an arm: fine-tuned, from scratch, a head on frozen features, the
 classical baseline) the runner offers its candidates -- learning rates crossed
 with poolings, TF-IDF's regularisation and n-grams. ``choose`` trains one run
 per candidate with the first seed, scores each on the dev split alone and keeps
-the best (the first on a tie); a learning rate chosen on its grid's edge extends
-the grid past that edge (``step_past``) until the choice is inside it or on a
-bound of ``finetune.lr_bounds``; only then is the winner scored on test.
+the best (the first on a tie); a learning rate (TF-IDF: its C) chosen on its
+grid's edge extends the grid past that edge (``step_past``) until the choice is
+inside it or on a bound of ``finetune.lr_bounds`` (``finetune.tfidf.c_bounds``);
+only then is the winner scored on test.
 ``run_mode`` trains the other seeds at the chosen settings and scores every
 run on dev and on test; a run that inherits its choice (a variant fine-tuned
 like the baseline, or a further pretraining run) passes it in and trains every
@@ -32,10 +33,11 @@ OpenRun = Callable[[str, int, dict], object]
 @dataclass
 class Choice:
     """A mode's chosen settings and the dev scores of every candidate behind them (``grid``: empty when the
-    choice was inherited from ``by``, the run that made it). ``extended``: each step the learning-rate grid took
-    past one of its edges, in order (``{"edge": "lowest" | "highest", "lr": the rate added}``; its run is in
-    ``grid`` like every other); ``at_limit``: the edge whose bound in ``finetune.lr_bounds`` the chosen rate sits
-    on, so the best may lie past what the settings let the protocol try, or None."""
+    choice was inherited from ``by``, the run that made it). ``extended``: each step the learning-rate grid (TF-IDF:
+    the C grid) took past one of its edges, in order (``{"edge": "lowest" | "highest", "lr" | "c": the value
+    added}``; its run is in ``grid`` like every other); ``at_limit``: the edge whose bound (``finetune.lr_bounds``,
+    ``finetune.tfidf.c_bounds``) the chosen value sits on, so the best may lie past what the settings let the
+    protocol try, or None."""
     settings: dict
     by: str
     seed: int | None = None
@@ -55,8 +57,9 @@ def choose(runner: Runner, mode: str, seed: int, open_run: OpenRun, by: str) -> 
     A learning rate chosen on its grid's edge says the best may lie past it, so the grid is extended there: one
     run one step past the edge (``step_past``), at the winner's other settings (its pooling) alone -- one run a
     step, the same rule for every arm -- and the best of every candidate so far is chosen again, until the chosen
-    rate is inside the rates tried at its pooling or sits on the bound (``Grid.lr_bounds``) it may not pass. A
-    grid of one rate has no step to extend by; the classical baseline has no learning rate."""
+    rate is inside the rates tried at its pooling or sits on the bound (``Grid.lr_bounds``) it may not pass. The
+    classical baseline has no learning rate: its regularisation C extends the same way, at its n-grams, within
+    ``Grid.c_bounds``. A grid of one value has no step to extend by."""
     headline = runner.task.metrics[0]
     grid: list[dict] = []
     best: Trained | None = None
@@ -85,31 +88,34 @@ def choose(runner: Runner, mode: str, seed: int, open_run: OpenRun, by: str) -> 
     candidates = runner.candidates(mode)
     for i, settings in enumerate(candidates):
         train(settings, f"candidate {i + 1}/{len(candidates)}", {})
-    extended, at_limit, bounds = [], None, runner.recipe.grid.lr_bounds
-    while bounds is not None and "lr" in best.settings:
-        step = step_past(rates_beside(grid, best.settings), best.settings["lr"], bounds)
+    key, bounds, where = (("c", runner.recipe.grid.c_bounds, "finetune.tfidf.c_bounds") if mode == CLASSICAL else
+                          ("lr", runner.recipe.grid.lr_bounds, "finetune.lr_bounds"))
+    extended, at_limit = [], None
+    while bounds is not None and key in best.settings:
+        step = step_past(rates_beside(grid, best.settings, key), best.settings[key], bounds)
         if step is None:
             break
-        edge, lr = step
-        if lr is None:
+        edge, value = step
+        if value is None:
             at_limit = edge
-            log.warning("%s: chose lr %g, the bound of finetune.lr_bounds at the grid's %s edge: the best may lie "
-                        "past it", mode, best.settings["lr"], edge)
+            log.warning("%s: chose %s %g, the bound of %s at the grid's %s edge: the best may lie past it",
+                        mode, key, best.settings[key], where, edge)
             break
-        extended.append({"edge": edge, "lr": lr})
-        train({**best.settings, "lr": lr}, f"past the grid's {edge} rate", {"extended": edge})
+        extended.append({"edge": edge, key: value})
+        train({**best.settings, key: value}, f"past the grid's {edge} {key}", {"extended": edge})
     log.info("%s: chose %s on dev (%s %.4f)", mode, best.settings, headline, best_score)
     return Choice(settings=dict(best.settings), by=by, seed=seed, grid=grid, extended=extended,
                   at_limit=at_limit), best
 
 
-def rates_beside(grid: list[dict], settings: dict) -> list[float]:
-    """The learning rates tried at ``settings``' other settings (its pooling), lowest first."""
-    return sorted({g["lr"] for g in grid if all(g.get(k) == v for k, v in settings.items() if k != "lr")})
+def rates_beside(grid: list[dict], settings: dict, key: str = "lr") -> list[float]:
+    """The values of ``key`` (the learning rate, or TF-IDF's C) tried at ``settings``' other settings (its pooling,
+    its n-grams), lowest first."""
+    return sorted({g[key] for g in grid if all(g.get(k) == v for k, v in settings.items() if k != key)})
 
 
 def step_past(rates: list[float], lr: float, bounds: tuple[float, float]) -> tuple[str, float | None] | None:
-    """Where ``lr`` stands among ``rates`` (distinct, lowest first): None inside them (or with a single rate,
+    """Where ``lr`` (or a C) stands among ``rates`` (distinct, lowest first): None inside them (or with a single rate,
     which gives no ratio to step by); on an edge, ``(edge, the next rate past it)`` -- the edge rate times the
     ratio between it and its neighbour, to two significant figures, and a step that would cross the edge's
     bound lands on it -- or ``(edge, None)`` where ``lr`` is on that bound already."""

@@ -36,14 +36,15 @@ SPLITS = ("dev", "test")  # where a run is scored: dev for every choice, test fo
 @dataclass(frozen=True)
 class Grid:
     """The candidates each mode's settings are chosen from (``finetune.lrs``, ``feature_lrs``, ``poolings``,
-    ``tfidf``), and how far a learning-rate grid may be extended past its edges (``lr_bounds``; None: never, the
-    grid as given, for a caller that fixes its rates by hand)."""
+    ``tfidf``), and how far a learning-rate grid (``lr_bounds``) or TF-IDF's C grid (``c_bounds``) may be extended
+    past its edges (None: never, the grid as given, for a caller that fixes its values by hand)."""
     lrs: tuple[float, ...]
     feature_lrs: tuple[float, ...]
     poolings: tuple[str, ...]
     tfidf_c: tuple[float, ...]
     tfidf_ngrams: tuple[int, ...]
     lr_bounds: tuple[float, float] | None = None
+    c_bounds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,20 @@ from pipeline.values import (BETAS, BOOL, MAPPING, NON_NEGATIVE, POSITIVE, POSIT
 MODE_LIST = list_of(one_of(MODES), f"a non-empty list of: {', '.join(MODES)}")
 DISTINCT_MODES = distinct("modes (each is fine-tuned once per seed)")
 
-# How far the protocol may extend a learning-rate grid whose choice falls on its edge (pipeline.finetune.protocol).
-LR_BOUNDS = Kind(lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(POSITIVE.allows(b) for b in v)
-                 and v[0] < v[1], "two positive numbers [low, high] with low < high (the lowest and highest peak "
-                                  "learning rate a grid may be extended to)")
+
+def bounds(what: str) -> Kind:
+    """How far the protocol may extend a grid whose choice falls on its edge (pipeline.finetune.protocol)."""
+    return Kind(lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(POSITIVE.allows(b) for b in v)
+                and v[0] < v[1], f"two positive numbers [low, high] with low < high (the lowest and highest {what} "
+                                 "a grid may be extended to)")
+
+
+def enclose(key: str, name: str, limits: tuple[float, float], values: tuple[float, ...], grid: str) -> None:
+    """A bound inside a grid would cut off a value the grid itself asks for: the bounds say how far past the
+    grid's edges the protocol may extend it, never which of its own values to train."""
+    if limits[0] > min(values) or limits[1] < max(values):
+        raise ConfigError(f"{key}.{name}={shown(limits)} is not allowed: the bounds must enclose {grid} "
+                          f"({min(values):g} to {max(values):g})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,9 +35,13 @@ class TfidfGrid(Settings):
     """TF-IDF's grid, chosen on dev like every other arm's settings."""
     KEY = "finetune.tfidf"
     c: tuple[float, ...] = setting(*grid_of("the logistic regression's inverse regularisation; ridge's alpha is 1/c"))
+    c_bounds: tuple[float, float] = setting(bounds("C"))
     ngrams: tuple[int, ...] = setting(list_of(POSITIVE_INT, "a non-empty list of positive integers (the longest "
                                                             "word n-gram)"),
                                       distinct("values (ngrams: each is one candidate run)"))
+
+    def check(self, key: str) -> None:
+        enclose(key, "c_bounds", self.c_bounds, self.c, f"{key}.c")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +71,7 @@ class FinetuneSettings(Settings):
     length_grouped: bool = setting(BOOL)
     lrs: tuple[float, ...] = setting(*grid_of("peak learning rates, fine-tuned and from scratch"))
     feature_lrs: tuple[float, ...] = setting(*grid_of("peak learning rates of the heads on frozen features"))
-    lr_bounds: tuple[float, float] = setting(LR_BOUNDS)
+    lr_bounds: tuple[float, float] = setting(bounds("peak learning rate"))
     poolings: tuple[str, ...] = setting(list_of(one_of(POOLINGS), f"a non-empty list of: {', '.join(POOLINGS)}"),
                                         distinct("poolings (each is one candidate run)"))
     tfidf: TfidfGrid = group(TfidfGrid)
@@ -73,13 +87,8 @@ class FinetuneSettings(Settings):
     feature_eval_batch_size: int = setting(POSITIVE_INT)
 
     def check(self, key: str) -> None:
-        # A bound inside a grid would cut off a rate the grid itself asks for: the bounds say how far past the
-        # grid's edges the protocol may extend it, never which of its own rates to train.
-        low, high = self.lr_bounds
         for name, rates in (("lrs", self.lrs), ("feature_lrs", self.feature_lrs)):
-            if low > min(rates) or high < max(rates):
-                raise ConfigError(f"{key}.lr_bounds={shown(self.lr_bounds)} is not allowed: the bounds must enclose "
-                                  f"{key}.{name} ({min(rates):g} to {max(rates):g})")
+            enclose(key, "lr_bounds", self.lr_bounds, rates, f"{key}.{name}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -180,7 +180,8 @@ def start(lab: Lab) -> tuple[Path, str]:
 def recipe(lab: Lab) -> Recipe:
     ft, runtime = lab.finetune, lab.runtime
     grid = Grid(lrs=tuple(ft.lrs), feature_lrs=tuple(ft.feature_lrs), poolings=tuple(ft.poolings),
-                tfidf_c=tuple(ft.tfidf.c), tfidf_ngrams=tuple(ft.tfidf.ngrams), lr_bounds=tuple(ft.lr_bounds))
+                tfidf_c=tuple(ft.tfidf.c), tfidf_ngrams=tuple(ft.tfidf.ngrams), lr_bounds=tuple(ft.lr_bounds),
+                c_bounds=tuple(ft.tfidf.c_bounds))
     return Recipe(seeds=tuple(ft.seeds), epochs=ft.epochs, feature_epochs=ft.feature_epochs, batch_size=ft.batch_size,
                   grid=grid, weight_decay=ft.weight_decay, warmup_ratio=ft.warmup_ratio,
                   betas=tuple(ft.betas), eps=ft.eps, gradient_clip_val=ft.gradient_clip_val,

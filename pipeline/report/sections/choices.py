@@ -26,7 +26,8 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
              "over the text's tokens; heads on frozen features likewise; TF-IDF: its regularisation and n-gram "
              "range), with the first fine-tuning seed; a rate chosen on its grid's edge extends the grid one step past "
              "it (by the grid's ratio there, at the chosen pooling) until the choice is inside or on the stated "
-             "limit (finetune.lr_bounds); the best on dev is kept, and every seed at it is scored on "
+             "limit (finetune.lr_bounds), and TF-IDF's C likewise at its n-grams (finetune.tfidf.c_bounds); the "
+             "best on dev is kept, and every seed at it is scored on "
              "the test split, which no choice saw. Each run listed chose its own; every other run of the grid takes "
              "the choice of its chooser (params.yaml's runs.<name>.chooser: its variant's first run, or the "
              "baseline's first for a variant of the same network and objective). From scratch starts from the "
@@ -50,18 +51,20 @@ def choices_section(doc: Doc, res: AblationResults) -> None:
 
 
 def edge_text(choice: dict) -> str:
-    """Where the chosen learning rate stands: on the bound of finetune.lr_bounds the protocol may not pass (the best
-    may lie beyond it), or inside a grid it extended, saying how far. A choice made before grids were extended (no
-    ``extended`` in its JSON) is warned of where it is the grid's lowest or highest rate."""
+    """Where the chosen learning rate (TF-IDF: its C) stands: on the bound of finetune.lr_bounds (tfidf.c_bounds) the
+    protocol may not pass (the best may lie beyond it), or inside a grid it extended, saying how far. A choice made
+    before grids were extended (no ``extended`` in its JSON) is warned of where it is the grid's lowest or highest
+    rate."""
     lr = choice["chosen"].get("lr")
+    key = "lr" if lr is not None or "c" not in choice["chosen"] else "c"
     if "extended" in choice:
         if choice["at_limit"]:
-            return f" (at the stated limit {settings_text({'lr': lr})})"
+            return f" (at the stated limit {settings_text({key: choice['chosen'][key]})})"
         if not choice["extended"]:
             return ""
         last = choice["extended"][-1]  # the steps go one way, from the edge the grid chose on: the last is farthest
         return (f" (extended {'below' if last['edge'] == 'lowest' else 'above'} the grid to "
-                f"{settings_text({'lr': last['lr']})}; interior)")
+                f"{settings_text({key: last[key]})}; interior)")
     lrs = sorted({g["lr"] for g in choice["grid"] if "lr" in g})
     if lr is None or len(lrs) < 2 or lr not in (lrs[0], lrs[-1]):
         return ""
