@@ -12,7 +12,7 @@ from pipeline.check_conf import main as check_conf
 from pipeline.errors import ConfigError
 from pipeline.report.claims import CLAIMS, check, load
 from pipeline.report.fixed import interval
-from pipeline.report.ledger import PROBE_SECTION, cell, load_claims, pose_nsp, summary, verdict
+from pipeline.report.ledger import PROBE_SECTION, cell, load_claims, pose_nsp, summary, trend, verdict
 from pipeline.report.model import Claim, NspCheck, TaskVerdict
 from pipeline.report.sections.ledger import VERDICT_COLORS, fixed_text, forest_figure, lines, verdict_text
 from pipeline.report.stats import compare
@@ -187,3 +187,10 @@ def test_the_forest_plot_draws_one_row_per_claim_and_task_coloured_by_verdict():
     assert ax.get_xlabel() and ax.get_ylabel()
     assert len(png(fig)) > 5000
     plt.close("all")
+
+
+def test_the_gap_along_pretraining_reads_at_half_the_steps_and_the_end_with_a_true_minus():
+    along = [[199, -0.34], [399, -0.3], [599, -0.7], [800, -0.75]]
+    assert trend(along) == "−0.3 at step 399, −0.8 at step 800 (steady)"
+    assert trend([[399, 1.0], [800, 2.4]]) == "+1.0 at step 399, +2.4 at step 800 (widening)"
+    assert trend([[399, -3.0], [800, -0.5]]).endswith("(narrowing)") and trend(along[:1]) is None

@@ -185,7 +185,8 @@ def trend(along: list[list[float]] | None) -> str | None:
     d = end[1] - mid[1]
     how = "widening" if d > 0.5 and end[1] > 0 or d < -0.5 and end[1] < 0 else \
         "narrowing" if abs(end[1]) < abs(mid[1]) - 0.5 else "steady"
-    return f"{mid[1]:+.1f} at step {mid[0]}, {end[1]:+.1f} at step {end[0]} ({how})"
+    sign = str.maketrans("-", "−")  # a true minus, as every other difference of the report
+    return f"{mid[1]:+.1f} at step {mid[0]}, {end[1]:+.1f} at step {end[0]} ({how})".translate(sign)
 
 
 def numbers(test: Comparison, prefix: str = "") -> dict:
