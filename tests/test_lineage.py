@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.model_config import ElmoConfig, StaticConfig, build_config
 from pipeline.model.elmo import ElmoLM, reverse_padded
 from pipeline.model.static import StaticEmbeddings, context_windows, noise_distribution, shifted
-from pipeline.report.probe import anisotropy, occurrences, self_similarity
+from pipeline.report.probe import anisotropy, frequent_words, occurrences, self_similarity
 
 
 def _reference_w2v_loss(model: StaticEmbeddings, ids: torch.Tensor, predict: torch.Tensor, noise: torch.Tensor):
@@ -123,6 +123,19 @@ def test_a_static_model_s_self_similarity_is_exactly_one():
 def test_occurrences_find_whole_words_in_any_case_and_mark_capitals():
     found = occurrences(["Lot dwelt in the cities.", "They cast lots; the lot fell.", "A pilot."], "lot", 10, 0)
     assert sorted((s[:4], capital) for s, _, capital in found) == [("Lot ", True), ("They", False)]
+
+
+def test_the_probe_s_frequent_words_are_counted_by_rule_beside_the_listed_ones():
+    """Whole words in any case, the most frequent first and ties alphabetical; stop words, words under three
+    letters, numbers and the words already listed are left out."""
+    sentences = ["The Lord said unto Moses: go.", "And the LORD spake; Moses went.", "Aaron went, and Aaron said.",
+                 "In 1611 the king said so."]
+    assert frequent_words(sentences, 3) == ["said", "aaron", "lord"]
+    assert frequent_words(sentences, 3, besides=["Lord"]) == ["said", "aaron", "moses"]
+    assert frequent_words(sentences, 0) == []
+    assert frequent_words(sentences, 100)[3:] == ["moses", "went", "king", "spake", "unto"]
+    with pytest.raises(ConfigError, match=r"corpus\.probe\.most_frequent=-1 is not allowed"):
+        validate(compose(["corpus.probe.most_frequent=-1"]))
 
 
 def test_objectives_need_their_architecture_and_the_lineage_family_composes():

@@ -17,7 +17,8 @@ Two measures, on occurrences of words in the corpus (lowercased, as the models s
   counted; a static model cannot separate them (all its occurrences are one vector).
 
 A word's representation is the mean of its word pieces' states. The words are
-settings (``probe.words``); a word that does not occur is reported, not fatal.
+settings (``corpus.probe.words``, and the corpus's ``corpus.probe.most_frequent`` most frequent words beside them:
+``frequent_words``); a listed word that does not occur is reported, not fatal.
 """
 from __future__ import annotations
 
@@ -42,6 +43,24 @@ WORD = re.compile(r"\w+|[^\w\s]")  # words and punctuation apart, as BERT's basi
 
 def split_words(sentence: str) -> list[str]:
     return WORD.findall(sentence)
+
+
+def frequent_words(sentences: Sequence[str], n: int, besides: Sequence[str] = ()) -> list[str]:
+    """The ``n`` most frequent words of ``sentences`` (whole words, any case, lowercased) that are not in
+    ``besides``: words of three or more letters outside scikit-learn's English stop words, the most frequent first,
+    equal counts alphabetically. The words a probe reads by rule, not by hand."""
+    if n <= 0:
+        return []
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    skip = {w.lower() for w in besides} | ENGLISH_STOP_WORDS
+    counts: dict[str, int] = {}
+    for s in sentences:
+        for w in split_words(s):
+            w = w.lower()
+            if len(w) >= 3 and w.isalpha() and w not in skip:
+                counts[w] = counts.get(w, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:n]
 
 
 def index_occurrences(sentences: Sequence[str], words: Sequence[str], limit: int, seed: int

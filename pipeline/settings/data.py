@@ -16,6 +16,7 @@ class ProbeWords(Settings):
     KEY = "corpus.probe"
     words: tuple[str, ...] = setting(list_of(TEXT, "a non-empty list of words"))
     senses: tuple[str, ...] = setting(WORDS)
+    most_frequent: int = setting(NON_NEGATIVE_INT)  # and the corpus's N most frequent words beside them
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipeline.architectures import open_export
 from pipeline.io import write_json
-from pipeline.report.probe import corpus_sentences, missing_words, probe_model
+from pipeline.report.probe import corpus_sentences, frequent_words, missing_words, probe_model
 from pipeline.settings import Lab
 
 log = logging.getLogger(__name__)
@@ -22,6 +22,7 @@ def run(lab: Lab) -> dict:
     for w in missing:
         log.warning("corpus.probe: %r does not occur in %s; it is left out", w, lab.paths.corpus)
     present = [w for w in words if w not in missing]
+    present += frequent_words(sentences, listed.most_frequent, [*words, *senses])
     models = {}
     for name, spec in lab.runs.items():
         if spec.pretrain_seed:
