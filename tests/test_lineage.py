@@ -13,7 +13,7 @@ from pipeline.errors import ConfigError
 from pipeline.model_config import ElmoConfig, StaticConfig, build_config
 from pipeline.model.elmo import ElmoLM, reverse_padded
 from pipeline.model.static import StaticEmbeddings, context_windows, noise_distribution, shifted
-from pipeline.report.probe import anisotropy, frequent_words, occurrences, self_similarity
+from pipeline.report.probe import anisotropy, frequent_words, occurrences, self_similarity, window
 
 
 def _reference_w2v_loss(model: StaticEmbeddings, ids: torch.Tensor, predict: torch.Tensor, noise: torch.Tensor):
@@ -136,6 +136,16 @@ def test_the_probe_s_frequent_words_are_counted_by_rule_beside_the_listed_ones()
     assert frequent_words(sentences, 100)[3:] == ["moses", "went", "king", "spake", "unto"]
     with pytest.raises(ConfigError, match=r"corpus\.probe\.most_frequent=-1 is not allowed"):
         validate(compose(["corpus.probe.most_frequent=-1"]))
+
+
+def test_a_sentence_longer_than_the_model_s_positions_is_read_as_the_window_around_the_word():
+    ids = list(range(200))
+    assert window(ids, [3, 4], 128) == (ids[:128], [3, 4])  # near the start: the first 128 pieces
+    cut, at = window(ids, [100, 101], 128)
+    assert len(cut) == 128 and [cut[p] for p in at] == [100, 101] and cut[0] == 37  # centred on the word
+    cut, at = window(ids, [198, 199], 128)
+    assert cut == ids[72:] and at == [126, 127]  # near the end: the last 128
+    assert window(ids[:50], [10], 128) == (ids[:50], [10]) and window(ids, [150], None) == (ids, [150])
 
 
 def test_objectives_need_their_architecture_and_the_lineage_family_composes():

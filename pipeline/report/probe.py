@@ -86,24 +86,36 @@ def occurrences(sentences: Sequence[str], word: str, limit: int, seed: int) -> l
 
 
 @torch.no_grad()
-def word_states(encoder, tok, items: list[tuple[str, int, bool]], batch_size: int = 32) -> np.ndarray:
-    """(N, L+1, H): each occurrence's states at every layer, the mean over the word's pieces."""
+def word_states(encoder, tok, items: list[tuple[str, int, bool]], batch_size: int = 32,
+                max_len: int | None = None) -> np.ndarray:
+    """(N, L+1, H): each occurrence's states at every layer, the mean over the word's pieces. A sentence longer
+    than ``max_len`` pieces (the model's positions) is read as the window of ``max_len`` pieces around the word."""
     out = []
     tok.no_truncation()
     for i in range(0, len(items), batch_size):
         chunk = items[i:i + batch_size]
         encs = tok.encode_batch([split_words(s) for s, _, _ in chunk], is_pretokenized=True)
-        T = max(len(e.ids) for e in encs)
+        seqs = [window(e.ids, [t for t, wid in enumerate(e.word_ids) if wid == w], max_len)
+                for e, (_, w, _) in zip(encs, chunk)]
+        T = max(len(ids) for ids, _ in seqs)
         ids = torch.zeros(len(chunk), T, dtype=torch.long)
         mask = torch.zeros(len(chunk), T, dtype=torch.long)
-        for b, e in enumerate(encs):
-            ids[b, :len(e.ids)] = torch.tensor(e.ids)
-            mask[b, :len(e.ids)] = 1
+        for b, (seq, _) in enumerate(seqs):
+            ids[b, :len(seq)] = torch.tensor(seq)
+            mask[b, :len(seq)] = 1
         states = torch.stack(encoder(ids, torch.zeros_like(ids), mask), 2)   # (B, T, L+1, H)
-        for b, (e, (_, w, _)) in enumerate(zip(encs, chunk)):
-            pieces = [t for t, wid in enumerate(e.word_ids) if wid == w]
+        for b, (_, pieces) in enumerate(seqs):
             out.append(states[b, pieces].mean(0).numpy())
     return np.stack(out) if out else np.zeros((0, 0, 0))
+
+
+def window(ids: list[int], pieces: list[int], max_len: int | None) -> tuple[list[int], list[int]]:
+    """``ids`` cut to at most ``max_len`` pieces around the word at positions ``pieces`` (centred on it where the
+    sentence allows), with the word's positions in the cut; unchanged where it fits."""
+    if max_len is None or len(ids) <= max_len:
+        return list(ids), pieces
+    start = min(max(0, pieces[0] - (max_len - len(pieces)) // 2), len(ids) - max_len)
+    return list(ids[start:start + max_len]), [p - start for p in pieces]
 
 
 def _cos(x: np.ndarray) -> np.ndarray:
@@ -140,7 +152,9 @@ def probe_model(export: Export, sentences: list[str], words: list[str], senses: 
     tok = load_tokenizer(export.folder)
     encoder = export.frozen_encoder().eval()
     found = index_occurrences(sentences, list(dict.fromkeys([*words, *senses])), limit, seed)
-    states = {w: word_states(encoder, tok, items) for w, items in found.items() if len(items) >= min_occurrences}
+    max_len = getattr(encoder.model.config, "max_position_embeddings", None)  # none for an LSTM or a table
+    states = {w: word_states(encoder, tok, items, max_len=max_len) for w, items in found.items()
+              if len(items) >= min_occurrences}
     sims = {w: self_similarity(s) for w, s in states.items() if w in words}
     base = anisotropy(states, pairs, seed)
     layers = len(base)
