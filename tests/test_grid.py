@@ -217,10 +217,11 @@ def test_experiment_tiny_shrinks_the_demo_suite_and_leaves_any_other_choice_alon
 
 
 def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_them():
-    """The demo grid: the baseline's first run chooses for itself, its other runs and mask_ratio_40 (the same
-    network and objective); nsp_off (another objective) chooses its own. A run that takes another's choice
-    depends on that run's finetune output; one that chooses names its own model (a dependency it has)."""
-    cfg = compose()
+    """The demo's baseline with mask_ratio_40 and nsp_off beside it: the baseline's first run chooses for itself,
+    its other runs and mask_ratio_40 (the same network and objective); nsp_off (another objective) chooses its
+    own. A run that takes another's choice depends on that run's finetune output; one that chooses names its own
+    model (a dependency it has)."""
+    cfg = compose(["grid.pretrain=[mask_ratio_40,nsp_off]"])
     assert {name: run.chooser for name, run in cfg.runs.items()} == {
         "baseline": "baseline", "baseline-s1": "baseline", "baseline-s2": "baseline", "mask_ratio_40": "baseline",
         "nsp_off": "nsp_off"}
@@ -232,6 +233,17 @@ def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_t
     every = compose(["grid=claims"])  # grid.finetune.choose=variant: each variant's first run chooses
     assert {n: r.chooser for n, r in every.runs.items() if r.variant == "mask_ratio_40"} == \
         {"mask_ratio_40": "mask_ratio_40", "mask_ratio_40-s1": "mask_ratio_40"}
+
+
+def test_the_default_grid_is_the_baseline_alone_and_claims_adds_two_runs_a_pretraining_variant():
+    """dvc repro pretrains the baseline three times and nothing else; grid=claims adds the two pretraining
+    ablations it answers, two runs each, and reuses the baseline's runs (the same names, so the same stages)."""
+    demo, claims = compose(), compose(["grid=claims"])
+    assert list(demo.runs) == ["baseline", "baseline-s1", "baseline-s2"]
+    assert list(claims.runs) == ["baseline", "baseline-s1", "baseline-s2", "mask_ratio_40", "mask_ratio_40-s1",
+                                 "procedure_100_0_0", "procedure_100_0_0-s1"]
+    for name in demo.runs:
+        assert claims.runs[name] == demo.runs[name], name
 
 
 def test_the_glue_folder_of_a_suite_is_one_setting():
@@ -370,6 +382,9 @@ def test_every_claim_of_the_ledger_names_rows_its_families_have_and_what_runs_it
     # the preset that decides it within 2 hours, and the grid it runs, both exist
     assert runs["depth_12_24"].startswith("experiment=depth_12_24 ") and "depth_12_24" in GRIDS
     assert compose(["experiment=depth_12_24"]).grid.name == "depth_12_24"
+    claims_grid = compose(["grid=claims"]).grid.pretrain  # the pretraining ablations the default run leaves out
+    for claim_id, variant in (("mask_ratio", "mask_ratio_40"), ("masking_procedure", "procedure_100_0_0")):
+        assert runs[claim_id].startswith("grid=claims ") and variant in claims_grid, claim_id
 
 
 def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole():
