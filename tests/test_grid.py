@@ -235,6 +235,26 @@ def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_t
         {"mask_ratio_40": "mask_ratio_40", "mask_ratio_40-s1": "mask_ratio_40"}
 
 
+@pytest.mark.parametrize("overrides, seeds", [
+    ([], (0, 1, 2)),                                   # the demo: 2 fine-tuning seeds, 3 baseline runs
+    (["experiment=tiny"], (0, 1)),                     # 1 seed, 2 baseline runs
+    (["experiment=demo_long"], (0, 1, 2, 3, 4)),       # 5 seeds already outnumber the 3 runs
+    (["finetune.seeds=[3,7]", "grid.seeds.baseline=4"], (3, 7, 8, 9)),
+])
+def test_from_scratch_runs_a_seed_for_each_of_the_baseline_s_pretraining_runs(overrides, seeds):
+    """From scratch has no pretraining run behind it: its fine-tuning runs are its units, as many as the pretrained
+    arm's pretraining runs, so Welch's test between them has the same number a side. The stage that runs it has
+    them among its DVC params (``finetunes.<key>``), so a change of the baseline's runs reruns it."""
+    from pipeline.finetune.modes import scratch_seeds
+
+    cfg = compose(overrides)
+    lab = validate(cfg)
+    assert scratch_seeds(lab.finetune.seeds, lab.grid.seeds.baseline) == seeds
+    stages = {k: ft for k, ft in cfg.finetunes.items() if "scratch" in ft.modes}
+    assert stages and all(tuple(ft.scratch_seeds) == seeds for ft in stages.values())
+    assert all("scratch_seeds" not in ft for k, ft in cfg.finetunes.items() if k not in stages)
+
+
 def test_the_default_grid_is_the_baseline_alone_and_claims_adds_two_runs_a_pretraining_variant():
     """dvc repro pretrains the baseline three times and nothing else; grid=claims adds the two pretraining
     ablations it answers, two runs each, and reuses the baseline's runs (the same names, so the same stages)."""

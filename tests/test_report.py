@@ -23,7 +23,7 @@ from pipeline.stages.report import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
 # NSP and objective tables) is left out.
-CI = ["grid=ci", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]",
+CI = ["grid=ci", "grid.seeds.variants=2", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]",
       "~suite"]  # one task (the default suite's tests: test_the_demo_suite_...)
 
 

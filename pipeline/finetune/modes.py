@@ -24,3 +24,11 @@ def mode_label(mode: str) -> str:
     """How tables and charts name a mode."""
     return {"pretrained": "fine-tuned", "scratch": "from scratch", CLASSICAL: "TF-IDF"}.get(
         mode, mode.replace(FROZEN, "frozen: ").replace("_", " "))
+
+
+def scratch_seeds(seeds: tuple[int, ...] | list[int], baseline_runs: int) -> tuple[int, ...]:
+    """The fine-tuning seeds from scratch runs: ``seeds``, then the next integers up to ``baseline_runs`` in all.
+    From scratch trains no pretraining run, so its fine-tuning runs are its only units, where the pretrained
+    arm's are the baseline's pretraining runs: as many on both sides of their test."""
+    seeds = tuple(seeds)
+    return seeds + tuple(range(max(seeds) + 1, max(seeds) + 1 + baseline_runs - len(seeds)))

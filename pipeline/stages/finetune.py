@@ -32,6 +32,7 @@ from mlflow.entities import Metric
 from pipeline.architectures import open_export
 from pipeline.data.tokenizer import load_tokenizer
 from pipeline.errors import ConfigError, DataError, MissingFileError
+from pipeline.finetune.modes import scratch_seeds
 from pipeline.finetune.protocol import Choice, choose, run_mode
 from pipeline.finetune.sentence import SentenceRunner
 from pipeline.finetune.spans import SpanRunner
@@ -85,19 +86,22 @@ def run_modes(lab: Lab, runner: Runner, modes, inherited: dict | None, chooser: 
               seeds: tuple[int, ...] | None = None) -> dict[str, dict]:
     """Each mode's runs under the protocol: its settings chosen on dev here (``inherited`` None) or taken from
     ``inherited``, then every seed scored on dev and test."""
+    own = seeds is None
     seeds = tuple(seeds or lab.finetune.seeds)
     results: dict[str, dict] = {}
     for mode in modes:
         started = time.perf_counter()
+        mode_seeds = scratch_seeds(seeds, lab.grid.seeds.baseline if lab.grid else 1) if own and mode == "scratch" \
+            else seeds
 
         def opener(m: str, seed: int, tags: dict):
             return open_run(lab, task, m, seed, {**input_tags, **tags})
 
         if inherited is None:
-            choice, winner = choose(runner, mode, seeds[0], opener, chooser)
+            choice, winner = choose(runner, mode, mode_seeds[0], opener, chooser)
         else:
             choice, winner = inherited_choice(inherited, mode, chooser, lab), None
-        runs = run_mode(runner, mode, seeds, choice, opener, winner)
+        runs = run_mode(runner, mode, mode_seeds, choice, opener, winner)
         del winner  # the winning network: scored, no longer needed
         runs = [{**r, "pretrain_seed": lab.run.pretrain_seed} for r in runs]
         results[mode] = {**summarize(runs, runner.task.metrics), "selection": choice.as_json(),
