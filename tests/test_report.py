@@ -151,7 +151,6 @@ def _ci_report_config(root: Path, *overrides: str):
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
-    m = root / "metrics"
     cfg = _ci_report_config(root)
     for name, run in cfg.runs.items():
         lm, acc = ("ltr", 0.25) if run.variant == "ltr" else ("mlm", 0.15 if run.variant != "baseline" else 0.16)
