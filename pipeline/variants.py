@@ -37,7 +37,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.conf import CONF_DIR, conf_hash
 from pipeline.errors import ConfigError
-from pipeline.finetune.modes import scratch_seeds
 from pipeline.names import SEED_FREE
 from pipeline.settings import GridSettings
 from pipeline.sweep import chosen_rate, pilot_folder, pilot_name, pilot_overrides, sweep_folder
@@ -178,8 +177,8 @@ def finetune_runs(cfg: DictConfig) -> dict[str, dict]:
                   "pretrain": run["pretrain"], "set": run["set"], "chooser": run["chooser"]}
         args = f"variant={run['variant']} pretrain_seed={run['pretrain_seed']}"  # the stage's overrides
         chooser = runs[run["chooser"]]
-        if "scratch" in run["modes"]:  # its seeds depend on the grid's baseline runs: DVC reads them here
-            common["scratch_seeds"] = list(scratch_seeds(cfg.finetune.seeds, cfg.grid.seeds.baseline))
+        if "scratch" in run["modes"]:  # from scratch runs a seed a baseline run (scratch_seeds): DVC reads it here
+            common["baseline_runs"] = cfg.grid.seeds.baseline
         if not suite:
             out[name] = {**common, "args": args, "task": None, "task_key": "task", "modes": run["modes"],
                          "metrics": run["metrics"], "out": f"{run['metrics']}/finetune.json",

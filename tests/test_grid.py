@@ -244,15 +244,16 @@ def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_t
 def test_from_scratch_runs_a_seed_for_each_of_the_baseline_s_pretraining_runs(overrides, seeds):
     """From scratch has no pretraining run behind it: its fine-tuning runs are its units, as many as the pretrained
     arm's pretraining runs, so Welch's test between them has the same number a side. The stage that runs it has
-    them among its DVC params (``finetunes.<key>``), so a change of the baseline's runs reruns it."""
+    the baseline's runs among its DVC params (``finetunes.<key>``, beside the whole finetune group), so a change of
+    either reruns it."""
     from pipeline.finetune.modes import scratch_seeds
 
     cfg = compose(overrides)
     lab = validate(cfg)
     assert scratch_seeds(lab.finetune.seeds, lab.grid.seeds.baseline) == seeds
     stages = {k: ft for k, ft in cfg.finetunes.items() if "scratch" in ft.modes}
-    assert stages and all(tuple(ft.scratch_seeds) == seeds for ft in stages.values())
-    assert all("scratch_seeds" not in ft for k, ft in cfg.finetunes.items() if k not in stages)
+    assert stages and all(ft.baseline_runs == lab.grid.seeds.baseline for ft in stages.values())
+    assert all("baseline_runs" not in ft for k, ft in cfg.finetunes.items() if k not in stages)
 
 
 def test_the_default_grid_is_the_baseline_alone_and_claims_adds_two_runs_a_pretraining_variant():

@@ -23,7 +23,8 @@ from pipeline.stages.report import run as build_report
 
 # grid=ci as it was before the lineage joined it: two variants, two pretraining runs each; nsp_off (a row of the
 # NSP and objective tables) is left out.
-CI = ["grid=ci", "grid.seeds.variants=2", "grid.pretrain=[nsp_off_full_sentences,ltr]", "grid.families=[pretraining,features,nsp,objective]",
+CI = ["grid=ci", "grid.seeds.variants=2", "grid.pretrain=[nsp_off_full_sentences,ltr]",
+      "grid.families=[pretraining,features,nsp,objective]",
       "~suite"]  # one task (the default suite's tests: test_the_demo_suite_...)
 
 
@@ -653,8 +654,8 @@ def test_the_lineage_starts_from_the_n_gram_count_table(tmp_path):
     from pipeline.report.render import write_report
 
     m = tmp_path / "m"
-    cfg = compose(["grid=ci", "grid.pretrain=[cbow,elmo]", "grid.families=[lineage]", f"paths.metrics={m}",
-                   f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'p'}",
+    cfg = compose(["grid=ci", "grid.seeds.variants=2", "grid.pretrain=[cbow,elmo]", "grid.families=[lineage]",
+                   f"paths.metrics={m}", f"paths.variants.metrics={m / 'variants'}", f"paths.plots={tmp_path / 'p'}",
                    f"paths.variants.plots={tmp_path / 'p' / 'variants'}"])
     fixed = {"cbow": 0.40, "elmo": 0.30, "baseline": 0.34}  # both-neighbours floor, clean context: 0.37
     lm = {"cbow": "w2v", "elmo": "bilm", "baseline": "mlm"}
