@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationResolutionError
 
 from pipeline.config import check_fresh, validate
 from pipeline.errors import LabError
@@ -64,9 +65,12 @@ def apply_runtime(runtime: RuntimeSettings | None) -> None:
 
 def user_error(e: BaseException) -> LabError | None:
     """The ``LabError`` behind ``e``: ``e`` itself, or what a ``_target_`` (a task loader, a corpus source)
-    raised inside ``instantiate``, which wraps it once per level of nesting; None for a bug."""
+    raised inside ``instantiate``, or a resolver (the grid's runs) while the settings were read, each of which
+    wraps it, once per level of nesting; None for a bug."""
     while isinstance(e, InstantiationException) and e.__cause__ is not None:
         e = e.__cause__
+    while isinstance(e, InterpolationResolutionError) and e.__context__ is not None:  # OmegaConf chains implicitly
+        e = e.__context__
     return e if isinstance(e, LabError) else None
 
 
@@ -80,7 +84,7 @@ def run_stage(name: str, fn: Callable[[Lab], Any], cfg: DictConfig) -> Any:
         lab = validate(cfg)
         apply_runtime(lab.runtime)
         result = fn(lab)
-    except (LabError, InstantiationException) as e:
+    except (LabError, InstantiationException, InterpolationResolutionError) as e:
         error = user_error(e)
         if error is None:
             raise

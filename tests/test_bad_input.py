@@ -87,6 +87,9 @@ def test_a_config_key_that_does_not_exist_is_named(tmp_path):
     ("trainer.max_steps=many", "trainer.max_steps='many' is not allowed: expected a positive integer"),
     ("finetune.seeds=3", "finetune.seeds=3 is not allowed: expected a non-empty list of integers"),
     ("masking.whole_word=sometimes", "masking.whole_word='sometimes' is not allowed: expected true or false"),
+    # read by a resolver (the grid's runs) while the settings are composed: OmegaConf wraps the error
+    ("grid.seeds.baseline=many", "grid.seeds.baseline='many' is not allowed: expected a positive integer "
+                                 "(pretraining runs)"),
 ])
 def test_a_value_of_the_wrong_type_is_named(tmp_path, override, message):
     r = run_stage_here("pretrain", override, f"paths.metrics={tmp_path}")
