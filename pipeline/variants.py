@@ -74,8 +74,7 @@ def find_variant(cfg: DictConfig, name: str) -> list[str]:
 
 
 def data_overrides(overrides: list[str]) -> list[str]:
-    """The entries that change the examples (``pairs.*``, or another ``pairs=`` preset): a variant with any needs
-    its own make_pairs."""
+    """What changes the examples (``pairs.*``, another ``pairs=`` preset): a variant with any has its own make_pairs."""
     return [o for o in overrides if o.startswith(("pairs.", "pairs="))]
 
 
