@@ -10,7 +10,8 @@ import pytest
 
 from pipeline.config import validate
 from pipeline.io import write_json
-from pipeline.report.noise import AS_RUN, RUNS, SEEDS, TEST, Plan, finetune_seconds, options, task_noise
+from pipeline.report.noise import (AS_RUN, RUNS, SEEDS, TEST, Plan, finetune_seconds, options, outcome_var,
+                                   task_noise)
 from pipeline.report.power import Design, Side, binomial_sd, detectable, floor, power, sampling_sd
 from pipeline.report.stats import simulate, smallest_detectable
 from pipeline.stages.report import run as build_report
@@ -178,6 +179,67 @@ def test_every_comparison_the_plan_names_is_sized_on_the_task():
     # frozen tracks fine-tuning run by run: the paired difference is far less noisy than either side
     assert paired.options[0].detectable < pooled.options[0].detectable
     assert all(o.detectable is not None for d in t.designs for o in d.options)
+
+
+def _with_outcomes(runs: list[list[np.ndarray]], mode: str = "m") -> list[dict]:
+    """Pretraining runs as ``results.load_runs`` reads them, each fine-tuning run with its test ``outcomes``."""
+    return [{"finetune": {"modes": {mode: {"runs": [{"accuracy": float(o.mean()),
+                                                     "outcomes": "".join("1" if c else "0" for c in o)}
+                                                    for o in seeds]}}}} for seeds in runs]
+
+
+def test_a_difference_s_test_sampling_from_outcomes_is_what_redrawing_the_test_examples_gives():
+    """Two rows of fixed runs (3 x 2 and 2 x 2) on a population of 40,000 examples of varied difficulty, the
+    second 3 points easier: the variance of the rows' difference over 3,000 fresh test draws of 800 examples is
+    what ``outcome_var`` reads from one draw (within 20%), and well under the two rows' binomial variances
+    summed, which treat the rows as if read on different examples."""
+    rng = np.random.default_rng(3)
+    hard = rng.beta(2, 2, 40_000)
+    a = [[rng.random(hard.size) < hard for _ in range(2)] for _ in range(3)]
+    b = [[rng.random(hard.size) < np.clip(hard + 0.03, 0, 1) for _ in range(2)] for _ in range(2)]
+    diff = np.mean([o for r in b for o in r], axis=0) - np.mean([o for r in a for o in r], axis=0)
+    n = 800
+    draws = [rng.choice(hard.size, n, replace=False) for _ in range(3000)]
+    redrawn = np.var([diff[i].mean() for i in draws])
+    first = draws[0]
+    read = outcome_var("accuracy", (_with_outcomes([[o[first] for o in r] for r in b]), "m"),
+                       (_with_outcomes([[o[first] for o in r] for r in a]), "m"))
+    assert read == pytest.approx(redrawn, rel=0.2)
+    p = float(hard.mean())
+    assert read < 0.5 * 2 * p * (1 - p) / n
+    # not accuracy, or a run without outcomes: nothing is read
+    assert outcome_var("f1", (_with_outcomes([[a[0][0][first]]]), "m"), (_with_outcomes([[b[0][0][first]]]), "m")) \
+        is None
+    assert outcome_var("accuracy", ([{"finetune": {"modes": {"m": {"runs": [{"accuracy": 0.5}]}}}}], "m"),
+                       (_with_outcomes([[b[0][0][first]]]), "m")) is None
+
+
+def test_a_comparison_reads_its_test_sampling_from_the_outcomes_where_every_run_has_them():
+    """Frozen features against fine-tuning on the same runs: agreeing on most examples, their difference's test
+    sampling is far below the independent sum, and so is what the design detects; runs without outcomes fall
+    back to each row's binomial term; identical outcomes leave no test sampling (and no "2x test examples")."""
+    rng = np.random.default_rng(4)
+    n = 1000
+    hard = rng.random(n)
+    variants = _variants({"baseline": {"pretrained": [[0.61, 0.6], [0.63, 0.64], [0.6, 0.62]],
+                                       "frozen": [[0.55, 0.56], [0.57, 0.6], [0.56, 0.55]]}}, test_examples=n)
+    plan = [Plan("paired", "pretrained", "frozen", "frozen vs fine-tuned")]
+    before = task_noise(variants, plan, "pretrained", "accuracy", 0.95).designs[0]
+    assert before.test_from == "each row"
+    for r in variants["baseline"]:
+        for mode, m in r["finetune"]["modes"].items():
+            for x in m["runs"]:  # each run right where the example is easy enough for its score
+                x["outcomes"] = "".join("1" if h < x["accuracy"] + rng.normal(0, 0.02) else "0" for h in hard)
+    after = task_noise(variants, plan, "pretrained", "accuracy", 0.95).designs[0]
+    assert after.test_from == "outcomes" and after.sd_test < 0.5 * before.sd_test
+    assert after.options[0].detectable < before.options[0].detectable
+    for r in variants["baseline"]:  # each frozen run right and wrong where its fine-tuned seed was
+        modes = r["finetune"]["modes"]
+        for x, y in zip(modes["frozen"]["runs"], modes["pretrained"]["runs"]):
+            x["outcomes"] = y["outcomes"]
+    tied = task_noise(variants, plan, "pretrained", "accuracy", 0.95).designs[0]
+    assert tied.test_from == "outcomes" and tied.sd_test == 0 and tied.floor == 0
+    assert TEST not in [o.change for o in tied.options] and tied.options[0].detectable is not None
 
 
 @pytest.mark.slow  # a whole report of two tasks, 9 s (CI runs the slow marker too)

@@ -198,3 +198,38 @@ def test_frozen_features_draw_nothing_from_the_seeded_generator(tmp_path):
     before = torch.get_rng_state()
     runner.states()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_classifier_s_test_outcomes_are_each_example_s_in_the_split_s_order(tmp_path):
+    """A fine-tuned network scores test batches shortest first, a head on frozen features in the split's order:
+    both record ``outcomes`` in the split's own order, each "1" where that example's prediction (scored alone) is
+    its label, so runs of any two modes can be compared example by example."""
+    from conftest import tiny_export
+    from pipeline.data.tokenizer import load_tokenizer
+    from pipeline.architectures import open_export
+    from pipeline.finetune.sentence import SentenceRunner
+    from pipeline.finetune.tasks import Example, TaskData
+    from test_squad import recipe
+
+    export = tiny_export(tmp_path) / "hf"
+    examples = [Example(" ".join(["in the beginning"] * (1 + (5 * i) % 7)), None, (i // 2) % 2) for i in range(16)]
+    task = TaskData("t", ["a", "b"], examples, examples, test=examples[::-1])
+    runner = SentenceRunner(recipe(), task, load_tokenizer(export), open_export(export))
+    assert runner.eval_order("test") != list(range(16))  # the fine-tuned network's batches do reorder
+    for mode in ("pretrained", "frozen_last"):
+        run = runner.train(mode, {"lr": 1e-3, "pooling": "mean"}, 0, None)
+        scores = runner.score(run, "test")
+        outcomes = scores["outcomes"]
+        assert len(outcomes) == 16 and set(outcomes) <= {"0", "1"}
+        assert outcomes.count("1") / 16 == pytest.approx(scores["accuracy"], abs=1e-6)
+        net = run.module.eval()
+        checked = 0
+        with torch.no_grad():
+            for i, e in enumerate(task.test):
+                batch = {"states": runner.states()["test"]["mean"][i:i + 1]} if mode == "frozen_last" else \
+                    runner.collate([runner.encoded["test"][i]])
+                logits = net.outputs(batch)[0]
+                if abs(float(logits[0] - logits[1])) > 1e-4:  # a near tie could flip with the batch's padding
+                    checked += 1
+                    assert outcomes[i] == ("1" if int(logits.argmax()) == e.label else "0"), (mode, i)
+        assert checked >= 8

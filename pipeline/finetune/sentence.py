@@ -49,6 +49,7 @@ class SentenceObjective:
         self.headline = task.metrics[0]
         self._preds: list[torch.Tensor] = []
         self._targets: list[torch.Tensor] = []
+        self.correct: torch.Tensor | None = None  # per example, in the loader's order, from the last ``scores``
 
     def loss(self, outputs: torch.Tensor, batch: dict) -> torch.Tensor:
         if self.task.regression:
@@ -66,8 +67,9 @@ class SentenceObjective:
     def scores(self) -> dict[str, float]:
         if not self._preds:
             return {}
-        out = score(self.task.metrics, torch.cat(self._preds), torch.cat(self._targets),
-                    max(2, self.task.num_outputs))
+        preds, targets = torch.cat(self._preds), torch.cat(self._targets)
+        out = score(self.task.metrics, preds, targets, max(2, self.task.num_outputs))
+        self.correct = None if self.task.regression else preds == targets
         self._preds, self._targets = [], []
         return out
 
@@ -121,6 +123,20 @@ class SentenceRunner(Runner):
 
     def inputs(self, mode: str) -> tuple[str, ...]:
         return ("states",) if is_frozen(mode) else super().inputs(mode)
+
+    def finish(self, run, split: str, objective: SentenceObjective) -> dict:
+        """On test, a classifier's ``outcomes``: "1" where it was right and "0" where wrong, one character per
+        test example in the split's own order, so that runs scored on the same split can be compared example by
+        example (the report's test sampling of a difference, ``pipeline.report.noise``)."""
+        if split != "test" or objective.correct is None:
+            return {}
+        correct = objective.correct.tolist()
+        if not is_frozen(run.mode):  # the loader's order, shortest first: back to the split's
+            in_order = [False] * len(correct)
+            for at, i in enumerate(self.eval_order(split)):
+                in_order[i] = correct[at]
+            correct = in_order
+        return {"outcomes": "".join("1" if c else "0" for c in correct)}
 
     def states(self) -> dict[str, dict[str, torch.Tensor]]:
         """Each split's pooled states of every layer of the frozen encoder (``pooled_states``), computed once for

@@ -264,10 +264,15 @@ class Runner:
         return DataLoader(data, batch_size=r.batch_size, shuffle=True, generator=g, collate_fn=self.collate)
 
     def eval_loader(self, mode: str, settings: dict, split: str) -> DataLoader:
-        """A split's examples in batches of similar length (the scores do not depend on the order)."""
+        """A split's examples in batches of similar length, in ``eval_order`` (the scores do not depend on it)."""
         data = self.encoded[split]
-        order = sorted(range(len(data)), key=lambda i: len(data[i]["input_ids"]))
-        return DataLoader([data[i] for i in order], batch_size=self.recipe.eval_batch_size, collate_fn=self.collate)
+        return DataLoader([data[i] for i in self.eval_order(split)], batch_size=self.recipe.eval_batch_size,
+                          collate_fn=self.collate)
+
+    def eval_order(self, split: str) -> list[int]:
+        """The split's example indices in the order ``eval_loader`` gives them: shortest first (a stable sort)."""
+        data = self.encoded[split]
+        return sorted(range(len(data)), key=lambda i: len(data[i]["input_ids"]))
 
     def inputs(self, mode: str) -> tuple[str, ...]:
         """The batch entries the network of ``mode`` takes."""

@@ -4,13 +4,14 @@ as run and with twice the pretraining runs, the fine-tuning seeds or the test ex
 at the grid's measured times.
 
 Pretraining luck (sd σp) and fine-tuning luck (σf) come from a one-way ANOVA of the baseline's fine-tuned runs grouped
-by pretraining run (``stats.variance_components``); test sampling (σt) is ``power.sampling_sd``. This module reads the
+by pretraining run (``stats.variance_components``); test sampling (σt) is ``power.sampling_sd`` for one row, and
+for a difference ``outcome_var``, from the two rows' outcomes on the same test examples, where the runs record them. This module reads the
 runs into each comparison's design and sizes each change with ``power``'s maths; the records below are what the
 results hold (``AblationResults.noise``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,6 +53,8 @@ class NoiseDesign(Record):
     seeds: list[int]  # fine-tuning runs per unit, per side
     df: int | None  # the test's degrees of freedom as run, Welch's at its lower bound (None: no test can be made)
     se: float  # sd of the difference of the two means as run, all three kinds of noise, in the metric's units
+    sd_test: float  # of it, test sampling's sd: from the rows' outcomes on the same examples, else independent
+    test_from: str  # "outcomes" (``outcome_var``; the widest of the line's comparisons), or "each row"
     floor: float  # what unlimited runs and seeds would detect: test sampling's share alone (0 where unknown)
     options: list[NoiseOption]  # as run first
     cheapest: str | None  # the option that reaches the task's target at the least machine time (None: none does)
@@ -88,6 +91,31 @@ def by_run(runs: list[dict], mode: str, metric: str) -> dict[int, list[float]]:
         for x in r["finetune"]["modes"].get(mode, {}).get("runs", []):
             out.setdefault(x.get("pretrain_seed", 0), []).append(x[metric])
     return out
+
+
+def outcomes(runs: list[dict], mode: str) -> np.ndarray | None:
+    """``mode``'s test outcomes over ``runs`` (every fine-tuning run of every pretraining run): a runs x examples
+    array of 1 (right) and 0 (wrong); None where a run did not record them (a metric other than a classifier's
+    accuracy, metrics from before they were recorded) or their lengths differ."""
+    rows = [x.get("outcomes") for r in runs for x in r["finetune"]["modes"].get(mode, {}).get("runs", [])]
+    if not rows or None in rows or len({len(o) for o in rows}) != 1:
+        return None
+    return np.array([[c == "1" for c in o] for o in rows], dtype=float)
+
+
+def outcome_var(metric: str, a: tuple[list[dict], str], b: tuple[list[dict], str]) -> float | None:
+    """The test-sampling variance of the difference between two rows scored on the same test examples, each a
+    (runs, mode): the variance over examples of the rows' per-example mean outcomes' difference, over the number
+    of examples. Rows that agree on an example cancel there, which the binomial sd of each row alone cannot see.
+    It holds each run's own luck as it fell (an upper bound on pure test sampling). None where the metric is not
+    accuracy or a side lacks outcomes."""
+    if metric.split("_")[-1] != "accuracy":
+        return None
+    x, y = outcomes(*a), outcomes(*b)
+    if x is None or y is None or x.shape[1] != y.shape[1] or x.shape[1] < 2:
+        return None
+    diff = x.mean(axis=0) - y.mean(axis=0)
+    return float(np.var(diff, ddof=1)) / diff.size
 
 
 def pretrain_seconds(runs: list[dict]) -> float | None:
@@ -154,7 +182,8 @@ def design(plan: Plan, variants: dict[str, list[dict]], mode: str, metric: str,
             sides.append(Side(len(groups), max(map(len, groups.values())), *base_var,
                               pretrain_seconds(variants[v]), finetune_seconds(variants[v], mode)))
         other = sum(len(variants[o]) - 1 for o in plan.others if o in variants)
-        return Design("pooled", tuple(sides), other)
+        shared = outcome_var(metric, (variants[plan.ref], mode), (variants[plan.row], mode))
+        return Design("pooled", tuple(sides), other, shared)
     a, b = by_run(base, plan.ref, metric), by_run(base, plan.row, metric)
     if not a or not b:
         return None
@@ -167,8 +196,10 @@ def design(plan: Plan, variants: dict[str, list[dict]], mode: str, metric: str,
         var_t = sum(sampling_var(metric, g, base) for g in (a, b))
         seconds = [finetune_seconds(base, m) for m in (plan.ref, plan.row)]
         return Design("paired", (Side(len(shared), min(map(len, diffs)), sd_p ** 2, sd_f ** 2, var_t,
-                                      pretrain_seconds(base), None if None in seconds else sum(seconds)),))
-    return Design("welch", tuple(mode_side(base, m, g, metric) for m, g in ((plan.ref, a), (plan.row, b))))
+                                      pretrain_seconds(base), None if None in seconds else sum(seconds)),),
+                      shared_test=outcome_var(metric, (base, plan.ref), (base, plan.row)))
+    return Design("welch", tuple(mode_side(base, m, g, metric) for m, g in ((plan.ref, a), (plan.row, b))),
+                  shared_test=outcome_var(metric, (base, plan.ref), (base, plan.row)))
 
 
 def sampling_var(metric: str, groups: dict[int, list[float]], runs: list[dict]) -> float:
@@ -203,7 +234,7 @@ def options(d: Design, confidence: float, target: float, test_examples: int | No
 
     out = [option(AS_RUN, d)] + [option(change, x, d.cost(x)) for change, x in ((RUNS, d.scaled(runs=2)),
                                                                              (SEEDS, d.scaled(seeds=2)))]
-    if any(s.var_test for s in d.sides):
+    if d.var_test:
         out.append(option(TEST, d.scaled(test=2), examples=test_examples))
     reaches = [o for o in out if o.detectable is not None and o.detectable <= target]
     if not reaches:  # more than twice the runs: the fewest multiple of every side's units that reaches it
@@ -254,13 +285,19 @@ def sized(plan: list[Plan], variants: dict[str, list[dict]], mode: str, metric: 
         d = design(p, variants, mode, metric, base_var)
         if d is not None:
             key = (tuple((s.runs, s.seeds) for s in d.sides), d.other_df) if d.test == "pooled" else (p,)
-            found.setdefault(key, (d, []))[1].append(p)
+            kept, ps = found.setdefault(key, (d, []))
+            ps.append(p)
+            if d.shared_test is None or kept.shared_test is None:  # one line, its widest test sampling
+                found[key] = (replace(kept, shared_test=None), ps)
+            elif d.shared_test > kept.shared_test:
+                found[key] = (d, ps)
     out = []
     for d, ps in found.values():
         opts, cheapest = options(d, confidence, target, n_test)
         out.append(NoiseDesign(comparison=COMPARISONS[d.test], test=d.test, rows=[p.rows for p in ps],
                                runs=[s.runs for s in d.sides], seeds=[s.seeds for s in d.sides],
-                               df=d.df or None, se=round(d.se, 6),
+                               df=d.df or None, se=round(d.se, 6), sd_test=round(float(np.sqrt(d.var_test)), 6),
+                               test_from="each row" if d.shared_test is None else "outcomes",
                                floor=round(floor(d, confidence), 6), options=opts, cheapest=cheapest))
     return out
 

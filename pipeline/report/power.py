@@ -2,7 +2,8 @@
 fine-tuning luck (σf) and test sampling (σt), the binomial sd sqrt(p (1 − p) / n) of an accuracy p on n test examples.
 
 A side of k pretraining runs with m seeds each has a mean of variance σp²/k + σf²/(k·m) + σt² (``noise.model_text``
-states the assumptions). The detectable difference is a t-test's whose standard error counts all three terms, at the
+states the assumptions); where both rows' runs record each test example's outcome, the difference's test sampling is
+read from them instead (``Design.shared_test``): rows scored on the same examples share most of it. The detectable difference is a t-test's whose standard error counts all three terms, at the
 degrees of freedom of the report's own test, its power from the noncentral t distribution: with σt = 0 it is the
 pooled test ``stats.simulate`` simulates (``tests/test_noise.py``). The maths alone, apart from the noise section
 (``noise.py``) that reads the runs into designs and writes what they detect.
@@ -41,11 +42,6 @@ class Side:
         """The variance of one unit's mean over its seeds: what the test estimates from the runs' spread."""
         return self.var_pretrain + self.var_finetune / self.seeds
 
-    @property
-    def var(self) -> float:
-        """The variance of the side's mean: σp²/k + σf²/(k·m) + σt²."""
-        return self.unit_var / self.runs + self.var_test
-
     def scaled(self, runs: int, seeds: int, test: float) -> Side:
         """``runs`` times the pretraining runs, ``seeds`` times the seeds (from scratch: times the runs, nothing
         pretrained behind them), ``test`` times the test examples (σt² divided by it)."""
@@ -69,6 +65,13 @@ class Design:
     test: str
     sides: tuple[Side, ...]
     other_df: int = 0
+    shared_test: float | None = None  # the difference's test-sampling variance, read from the two rows' outcomes
+    # on the same test examples (``noise.outcome_var``); None: each side's σt² counts independently
+
+    @property
+    def var_test(self) -> float:
+        """The test-sampling variance of the difference: ``shared_test``, else the sides' σt² summed."""
+        return self.shared_test if self.shared_test is not None else sum(s.var_test for s in self.sides)
 
     @property
     def df(self) -> int:
@@ -82,11 +85,12 @@ class Design:
     @property
     def se(self) -> float:
         """The sd of the difference of the two means (paired: of the mean difference), all three kinds of noise."""
-        return math.sqrt(sum(s.var for s in self.sides))
+        return math.sqrt(sum(s.unit_var / s.runs for s in self.sides) + self.var_test)
 
     def scaled(self, runs: int = 1, seeds: int = 1, test: float = 1.0) -> Design:
-        """Every side with ``Side.scaled``."""
-        return replace(self, sides=tuple(s.scaled(runs, seeds, test) for s in self.sides))
+        """Every side with ``Side.scaled`` (and ``shared_test`` divided by ``test``)."""
+        shared = None if self.shared_test is None else self.shared_test / test
+        return replace(self, sides=tuple(s.scaled(runs, seeds, test) for s in self.sides), shared_test=shared)
 
     def more(self, times: int) -> Design:
         """``times`` the units on every side: pretraining runs, and from scratch its runs."""
@@ -123,7 +127,7 @@ def detectable(design: Design, confidence: float) -> float | None:
 def floor(design: Design, confidence: float) -> float:
     """The detectable difference with unlimited runs and seeds: what test sampling alone leaves (normal limit)."""
     return float((stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(POWER))
-                 * math.sqrt(sum(s.var_test for s in design.sides)))
+                 * math.sqrt(design.var_test))
 
 
 def binomial_sd(p: float, n: int) -> float:

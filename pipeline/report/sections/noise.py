@@ -72,7 +72,9 @@ def components_row(t: TaskNoise) -> list[str]:
 def design_row(t: TaskNoise, d: NoiseDesign) -> list[str]:
     """A comparison's line: its rows, runs per side, what it detects as run and with each change, the cheapest."""
     runs = " vs ".join(f"{r} x {s}" for r, s in zip(d.runs, d.seeds)) + (", paired" if d.test == "paired" else "")
-    return [t.task, f"{d.comparison}: {'; '.join(d.rows)}", runs,
+    sampled = f"{fmt(t.metric, d.sd_test)} ({'from the outcomes' if d.test_from == 'outcomes' else 'each row'})" \
+        if d.sd_test else "—"
+    return [t.task, f"{d.comparison}: {'; '.join(d.rows)}", runs, sampled,
             *(option_cell(d, c, t.metric) for c in (AS_RUN, RUNS, SEEDS, TEST)), cheapest_text(d, t.metric)]
 
 
@@ -111,8 +113,12 @@ def model_text(confidence: float) -> str:
             "baseline's fine-tuned runs grouped by pretraining run, in the grid's first mode; and test sampling, the "
             "binomial sd sqrt(p(1 − p)/n) of an accuracy p read on the test split's n examples. A row of k "
             "pretraining runs with m fine-tuning seeds each has a mean of variance σp²/k + σf²/(k·m) + σt², "
-            "assuming normal luck, one spread for every row (as the pooled test does), and test sampling "
-            "independent per row -- conservative, since rows read on the same test split share most of it. "
+            "assuming normal luck and one spread for every row (as the pooled test does). Two rows are read on the "
+            "same test examples, so their difference's test sampling is not the two rows' σt² summed: where the "
+            "runs record each test example's outcome (a classifier's accuracy), it is the variance over examples "
+            "of the two rows' per-example mean outcomes' difference, over n (it keeps the runs' own luck as it "
+            "fell, so it overstates pure test sampling a little); elsewhere each row's σt² counts independently, "
+            "which overstates it more. "
             "Detected: the smallest true difference a t-test with that standard error calls better with 80% power "
             f"at {round(100 * confidence)}% confidence, at the degrees of freedom of the comparison's own test "
             "(without test sampling, Method's simulated number). What a change adds: machine time at this grid's "
@@ -146,7 +152,8 @@ def noise_section(doc: Doc, res: AblationResults) -> None:
                "fine-tuning luck sd", "test sampling sd", "share of the baseline mean's variance (pretraining / "
                "fine-tuning / test)"], [components_row(t) for t in tasks],
               caption="Each task's noise, measured on the baseline (points for a share, else the metric's units)")
-    doc.table(["task", "comparison", "runs per side (units x seeds)", "detects as run", RUNS, SEEDS, TEST,
+    doc.table(["task", "comparison", "runs per side (units x seeds)", "test sampling sd of the difference",
+               "detects as run", RUNS, SEEDS, TEST,
                f"cheapest to detect {amount(tasks[0].metric, tasks[0].target)}"],
               [design_row(t, d) for t in tasks for d in t.designs],
               caption="The true difference each comparison detects with 80% power as run, and with twice the "
