@@ -232,7 +232,7 @@ def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_t
     assert ft["nsp_off-word_order"].choices == cfg.runs.nsp_off.pretrain
     every = compose(["grid=claims"])  # grid.finetune.choose=variant: each variant's first run chooses
     assert {n: r.chooser for n, r in every.runs.items() if r.variant == "mask_ratio_40"} == \
-        {"mask_ratio_40": "mask_ratio_40", "mask_ratio_40-s1": "mask_ratio_40", "mask_ratio_40-s2": "mask_ratio_40"}
+        {f"mask_ratio_40{s}": "mask_ratio_40" for s in ("", "-s1", "-s2", "-s3")}
 
 
 @pytest.mark.parametrize("overrides, seeds", [
@@ -256,14 +256,14 @@ def test_from_scratch_runs_a_seed_for_each_of_the_baseline_s_pretraining_runs(ov
     assert all("baseline_runs" not in ft for k, ft in cfg.finetunes.items() if k not in stages)
 
 
-def test_the_default_grid_is_the_baseline_alone_and_claims_adds_three_runs_a_pretraining_variant():
+def test_the_default_grid_is_the_baseline_alone_and_claims_adds_four_runs_a_pretraining_variant():
     """dvc repro pretrains the baseline three times and nothing else; grid=claims adds the two pretraining
-    ablations it answers, three runs each, and reuses the baseline's runs (the same names, so the same stages)."""
+    ablations it answers, four runs each, and reuses the baseline's runs (the same names, so the same stages)."""
     demo, claims = compose(), compose(["grid=claims"])
     assert list(demo.runs) == ["baseline", "baseline-s1", "baseline-s2"]
     assert list(claims.runs) == ["baseline", "baseline-s1", "baseline-s2", "mask_ratio_40", "mask_ratio_40-s1",
-                                 "mask_ratio_40-s2", "procedure_100_0_0", "procedure_100_0_0-s1",
-                                 "procedure_100_0_0-s2"]
+                                 "mask_ratio_40-s2", "mask_ratio_40-s3", "procedure_100_0_0", "procedure_100_0_0-s1",
+                                 "procedure_100_0_0-s2", "procedure_100_0_0-s3"]
     for name in demo.runs:
         assert claims.runs[name] == demo.runs[name], name
 
