@@ -5,9 +5,9 @@ at the grid's measured times.
 
 Pretraining luck (sd σp) and fine-tuning luck (σf) come from a one-way ANOVA of the baseline's fine-tuned runs grouped
 by pretraining run (``stats.variance_components``); test sampling (σt) is ``power.sampling_sd`` for one row, and
-for a difference ``outcome_var``, from the two rows' outcomes on the same test examples, where the runs record them. This module reads the
-runs into each comparison's design and sizes each change with ``power``'s maths; the records below are what the
-results hold (``AblationResults.noise``).
+for a difference ``outcome_var``, from the two rows' outcomes on the same test examples, where the runs record them.
+This module reads the runs into each comparison's design and sizes each change with ``power``'s maths; the records
+below are what the results hold (``AblationResults.noise``).
 """
 from __future__ import annotations
 

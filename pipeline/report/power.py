@@ -2,9 +2,10 @@
 fine-tuning luck (σf) and test sampling (σt), the binomial sd sqrt(p (1 − p) / n) of an accuracy p on n test examples.
 
 A side of k pretraining runs with m seeds each has a mean of variance σp²/k + σf²/(k·m) + σt² (``noise.model_text``
-states the assumptions); where both rows' runs record each test example's outcome, the difference's test sampling is
-read from them instead (``Design.shared_test``): rows scored on the same examples share most of it. The detectable difference is a t-test's whose standard error counts all three terms, at the
-degrees of freedom of the report's own test, its power from the noncentral t distribution: with σt = 0 it is the
+states the assumptions); where both rows' runs record each test example's outcome, the difference's test sampling
+is read from them instead (``Design.shared_test``): rows scored on the same examples share most of it. The
+detectable difference is a t-test's whose standard error counts all three terms, at the degrees of freedom of the
+report's own test, its power from the noncentral t distribution: with σt = 0 it is the
 pooled test ``stats.simulate`` simulates (``tests/test_noise.py``). The maths alone, apart from the noise section
 (``noise.py``) that reads the runs into designs and writes what they detect.
 """
