@@ -1026,7 +1026,7 @@ ABLATIONS_KEYS = {
     "method.pretraining_runs": "<run>",
     "noise[]": "designs finetune_seconds metric pretrain_seconds runs score sd_finetune sd_pretrain sd_test seeds "
                "target task test_examples",
-    "noise[].designs[]": "cheapest comparison df floor options rows runs se seeds test",
+    "noise[].designs[]": "cheapest comparison df floor options rows runs sd_test se seeds test test_from",
     "noise[].designs[].options[]": "change detectable examples seconds",
     "nsp": "accuracy actual_next base_rate vs_base",
     "nsp.accuracy": INTERVAL,
