@@ -13,7 +13,7 @@ from pipeline.io import write_json
 from pipeline.report.noise import (AS_RUN, RUNS, SEEDS, TEST, Plan, finetune_seconds, options, outcome_var,
                                    task_noise)
 from pipeline.report.power import Design, Side, binomial_sd, detectable, floor, power, sampling_sd
-from pipeline.report.stats import simulate, smallest_detectable
+from pipeline.report.stats import sd_interval, simulate, smallest_detectable
 from pipeline.stages.report import run as build_report
 from test_report import SCORES, _ci_report_config, _control, _pretrain, _suite_finetune
 
@@ -54,6 +54,36 @@ def test_pretraining_and_fine_tuning_luck_are_recovered_from_runs_of_known_sprea
     assert (t.runs, t.seeds) == (120, 6)
     assert t.sd_pretrain == pytest.approx(SD_P, rel=0.15) and t.sd_finetune == pytest.approx(SD_F, rel=0.15)
     assert t.sd_test == pytest.approx(math.sqrt(t.score * (1 - t.score) / 1500), abs=1e-6)
+
+
+def test_the_fine_tuning_sd_s_interval_covers_the_true_sd_at_its_confidence():
+    """4,000 designs of 3 pretraining runs x 2 seeds (3 df, the default's) drawn with fine-tuning sd 0.02: the 90%
+    chi-square interval misses the true sd about 10% of the time, about half of it on each side."""
+    rng = np.random.default_rng(1)
+    low = high = 0
+    for _ in range(4000):
+        groups = _groups(rng, 3, 2, 0.8, 0.01, 0.02)
+        sd = math.sqrt(np.mean([np.var(g, ddof=1) for g in groups]))
+        lo, hi = sd_interval(sd, 3, 0.90)
+        low, high = low + (lo > 0.02), high + (hi < 0.02)
+    assert 0.04 < low / 4000 < 0.06 and 0.04 < high / 4000 < 0.06
+
+
+def test_fine_tuning_luck_is_pooled_over_every_row_that_adds_runs():
+    """The baseline's 2 runs give 2 df; a variant's 3 runs of 3 seeds add 6. Its own spread is the ANOVA's; the
+    pooled one weighs each run by its seeds less one; a grid of the baseline alone gives no pooled line."""
+    base = [[0.80, 0.84], [0.82, 0.83]]
+    other = [[0.70, 0.71, 0.72], [0.60, 0.60, 0.63], [0.65, 0.66, 0.64]]
+    t = task_noise(_variants({"baseline": {"p": base}, "mask40": {"p": other}}), [], "p", "accuracy", 0.95)
+    own, pooled = t.finetune_spread, t.finetune_pooled
+    assert (own.df, own.runs, own.rows) == (2, 2, ["baseline"]) and own.sd == pytest.approx(t.sd_finetune, abs=1e-6)
+    assert own.low < own.sd < own.high
+    ss = sum(np.var(g, ddof=1) * (len(g) - 1) for g in base + other)
+    assert (pooled.df, pooled.runs, pooled.rows) == (8, 5, ["baseline", "mask40"])
+    assert pooled.sd == pytest.approx(math.sqrt(ss / 8), abs=1e-6)
+    assert pooled.high - pooled.low < own.high - own.low  # more df, a narrower interval
+    alone = task_noise(_variants({"baseline": {"p": base}}), [], "p", "accuracy", 0.95)
+    assert alone.finetune_pooled is None and alone.finetune_spread == own
 
 
 def test_one_pretraining_run_shows_no_pretraining_luck_and_sizes_nothing():
@@ -245,8 +275,8 @@ def test_a_comparison_reads_its_test_sampling_from_the_outcomes_where_every_run_
 @pytest.mark.slow  # a whole report of two tasks, 9 s (CI runs the slow marker too)
 def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noise(tmp_path):
     """suite=demo on grid=ci's runs: each task's baseline runs (0.60, 0.61, 0.59 and 0.62, 0.63, 0.61) give
-    fine-tuning sd 0.01 and pretraining sd sqrt(0.0002 - 0.0001 / 3); the test split's 50 examples give the
-    binomial sd; the section sits after Method with its tables, its figure, and ablations.json holds it."""
+    fine-tuning sd 0.01 (4 df, [0.006, 0.029] at 95%) and pretraining sd sqrt(0.0002 - 0.0001 / 3); the test
+    split's 50 examples give the binomial sd; the section sits after Method with its tables, its figure, and ablations.json holds it."""
     cfg = _ci_report_config(tmp_path, "suite=demo")
     for name, run in cfg.runs.items():
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, "ltr" if run.variant == "ltr" else "mlm", 0.2))
@@ -271,7 +301,10 @@ def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noi
     section = md[md.index("## How much noise, and what would cut it"):]
     assert md.index("## Method") < md.index("## How much noise") < md.index("## Fine-tuning: every arm at its best")
     assert "| task | baseline runs (pretraining x fine-tuning) | baseline score | pretraining luck sd |" in section
-    assert f"| word_order | 2 x 3 | 61.0 | {100 * t.sd_pretrain:.1f} | 1.0 | 6.9 (50 examples) |" in section
+    assert t.finetune_spread.df == 4 and t.finetune_pooled.df == 12  # 2 runs x 2, and the other rows' 8
+    assert (f"| word_order | 2 x 3 | 61.0 | {100 * t.sd_pretrain:.1f} | 1.0 [0.6, 2.9] (4 df) | "
+            f"{100 * t.finetune_pooled.sd:.1f} [{100 * t.finetune_pooled.low:.1f}, {100 * t.finetune_pooled.high:.1f}] "
+            "(12 df), 6 runs of 3 rows | 6.9 (50 examples) |") in section
     assert "figures/noise.png" in section and (tmp_path / "reports" / "figures" / "noise.png").stat().st_size > 1000
     assert "- word_order: at 2 x 3 runs the baseline mean's variance is" in section
     saved = json.loads((tmp_path / "reports" / "ablations.json").read_text())["noise"]

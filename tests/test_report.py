@@ -1024,8 +1024,10 @@ ABLATIONS_KEYS = {
               "sd_pretrain smallest_detectable",
     "method.power_at_observed": "<difference>",
     "method.pretraining_runs": "<run>",
-    "noise[]": "designs finetune_seconds metric pretrain_seconds runs score sd_finetune sd_pretrain sd_test seeds "
-               "target task test_examples",
+    "noise[]": "designs finetune_pooled finetune_seconds finetune_spread metric pretrain_seconds runs score "
+               "sd_finetune sd_pretrain sd_test seeds target task test_examples",
+    "noise[].finetune_spread": "df high low rows runs sd",
+    "noise[].finetune_pooled": "df high low rows runs sd",
     "noise[].designs[]": "cheapest comparison df floor options rows runs sd_test se seeds test test_from",
     "noise[].designs[].options[]": "change detectable examples seconds",
     "nsp": "accuracy actual_next base_rate vs_base",

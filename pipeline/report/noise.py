@@ -19,7 +19,7 @@ from pipeline.names import CLASSICAL, SEED_FREE
 from pipeline.report.model import AblationResults, FamilyResult, Record
 from pipeline.report.power import Design, Side, detectable, floor, sampling_sd
 from pipeline.report.results import BASELINE, by_variant, choose_test, load_runs
-from pipeline.report.stats import variance_components
+from pipeline.report.stats import sd_interval, variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
 # accuracy): a third of what the demo's word_order noise lets it detect (29 points), within reach of more runs
@@ -61,6 +61,19 @@ class NoiseDesign(Record):
 
 
 @dataclass
+class Spread(Record):
+    """Fine-tuning luck as measured: the pooled within-run sd, its degrees of freedom and its interval at the
+    report's confidence (``stats.sd_interval``), and the pretraining runs (of which rows) it pools."""
+
+    sd: float
+    df: int  # fine-tuning runs less pretraining runs: each run's seeds, less one
+    low: float
+    high: float
+    runs: int  # pretraining runs with two seeds or more
+    rows: list[str]  # the variants they belong to
+
+
+@dataclass
 class TaskNoise(Record):
     """A task's noise, measured on the baseline's runs, and the grid's comparisons on it
     (``pipeline.report.noise``): sds in the metric's units, seconds of this grid's machine."""
@@ -79,8 +92,11 @@ class TaskNoise(Record):
     target: float  # the difference each comparison is asked to detect
     designs: list[NoiseDesign]
     no_sd_test: str | None = None  # why ``sd_test`` is missing
+    finetune_spread: Spread | None = None  # ``sd_finetune`` with its degrees of freedom and interval
+    finetune_pooled: Spread | None = None  # pooled over every row's runs in the mode, where rows beyond the
+    # baseline add runs (one spread for every row, as the pooled test assumes): the sharper estimate
 
-    OMIT_NONE = ("no_sd_test",)
+    OMIT_NONE = ("no_sd_test", "finetune_spread", "finetune_pooled")
 
 
 
@@ -91,6 +107,20 @@ def by_run(runs: list[dict], mode: str, metric: str) -> dict[int, list[float]]:
         for x in r["finetune"]["modes"].get(mode, {}).get("runs", []):
             out.setdefault(x.get("pretrain_seed", 0), []).append(x[metric])
     return out
+
+
+def spread(variants: dict[str, list[dict]], names: list[str], mode: str, metric: str,
+           confidence: float) -> Spread | None:
+    """Fine-tuning luck pooled within each pretraining run of the rows ``names`` in ``mode`` (None: no run has two
+    seeds)."""
+    groups = [(name, g) for name in names for g in by_run(variants.get(name, []), mode, metric).values() if len(g) > 1]
+    if not groups:
+        return None
+    df = sum(len(g) - 1 for _, g in groups)
+    sd = float(np.sqrt(sum(np.var(g, ddof=1) * (len(g) - 1) for _, g in groups) / df))
+    low, high = sd_interval(sd, df, confidence)
+    return Spread(sd=round(sd, 6), df=df, low=round(low, 6), high=round(high, 6), runs=len(groups),
+                  rows=sorted({name for name, _ in groups}, key=names.index))
 
 
 def outcomes(runs: list[dict], mode: str) -> np.ndarray | None:
@@ -268,11 +298,14 @@ def task_noise(variants: dict[str, list[dict]], plan: list[Plan], mode: str, met
     designs = sized(plan, variants, mode, metric, (sd_p ** 2, sd_f ** 2, (sd_t or 0.0) ** 2), confidence, target,
                     n_test) if k > 1 else []  # one pretraining run shows no pretraining luck: nothing to size
     seconds = pretrain_seconds(base_runs), finetune_seconds(base_runs, mode)
+    own = spread(variants, [BASELINE], mode, metric, confidence)
+    pooled = spread(variants, list(variants), mode, metric, confidence)
     return TaskNoise(task=ft["task"], metric=metric, score=round(mean, 6), runs=k, seeds=m,
                      sd_pretrain=round(sd_p, 6) if k > 1 else None, sd_finetune=round(sd_f, 6) if m > 1 else None,
                      sd_test=None if sd_t is None else round(sd_t, 6), test_examples=n_test or None,
                      pretrain_seconds=seconds[0], finetune_seconds=seconds[1], target=target, designs=designs,
-                     no_sd_test=why)
+                     no_sd_test=why, finetune_spread=own,
+                     finetune_pooled=pooled if pooled and own and pooled.df > own.df else None)
 
 
 def sized(plan: list[Plan], variants: dict[str, list[dict]], mode: str, metric: str,

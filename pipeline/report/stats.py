@@ -327,3 +327,10 @@ def variance_components(groups: Sequence[Sequence[float]]) -> tuple[float, float
     m = np.mean([len(g) for g in groups])
     between = float(np.var([g.mean() for g in groups], ddof=1))
     return float(math.sqrt(max(0.0, between - sd_f ** 2 / m))), sd_f
+
+
+def sd_interval(sd: float, df: int, confidence: float) -> tuple[float, float]:
+    """The two-sided interval of a true sd from a pooled sd with ``df`` degrees of freedom (normal luck:
+    df·s²/σ² is chi-square with df degrees of freedom). At 3 df an sd of 2.5 reads [1.5, 7.3] at 90%."""
+    tail = (1 - confidence) / 2
+    return (sd * math.sqrt(df / stats.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / stats.chi2.ppf(tail, df)))

@@ -10,7 +10,7 @@ import numpy as np
 from pipeline.report.cells import fmt, percent
 from pipeline.report.doc import Doc, Sources
 from pipeline.report.model import AblationResults
-from pipeline.report.noise import AS_RUN, MAX_SCALE, RUNS, SEEDS, TEST, NoiseDesign, TaskNoise
+from pipeline.report.noise import AS_RUN, MAX_SCALE, RUNS, SEEDS, TEST, NoiseDesign, Spread, TaskNoise
 from pipeline.report.style import COLORS, REFERENCE, plt
 
 
@@ -58,15 +58,24 @@ def shares(t: TaskNoise) -> list[float] | None:
     return [p / sum(parts) for p in parts] if sum(parts) else None
 
 
+def spread_cell(metric: str, s: Spread) -> str:
+    """Fine-tuning luck with what bounds it: the sd, its interval and its degrees of freedom."""
+    return f"{fmt(metric, s.sd)} [{fmt(metric, s.low)}, {fmt(metric, s.high)}] ({s.df} df)"
+
+
 def components_row(t: TaskNoise) -> list[str]:
-    """A task's line of the noise table: the baseline's runs and score, each sd, their shares of its variance."""
+    """A task's line of the noise table: the baseline's runs and score, each sd (fine-tuning luck's with its
+    interval, and pooled over every row where that adds runs), their shares of its variance."""
     def sd(value: float | None, why: str) -> str:
         return fmt(t.metric, value) if value is not None else f"— ({why})"
 
     share = shares(t)
     sampled = sd(t.sd_test, t.no_sd_test or "") + (f" ({t.test_examples:,} examples)" if t.sd_test else "")
+    tuned = spread_cell(t.metric, t.finetune_spread) if t.finetune_spread else sd(t.sd_finetune, "one seed")
+    pooled = spread_cell(t.metric, t.finetune_pooled) + f", {t.finetune_pooled.runs} runs of " \
+        f"{len(t.finetune_pooled.rows)} rows" if t.finetune_pooled else "—"
     return [t.task, f"{t.runs} x {t.seeds}", fmt(t.metric, t.score), sd(t.sd_pretrain, "one pretraining run"),
-            sd(t.sd_finetune, "one seed"), sampled, " / ".join(f"{100 * x:.0f}%" for x in share) if share else "—"]
+            tuned, pooled, sampled, " / ".join(f"{100 * x:.0f}%" for x in share) if share else "—"]
 
 
 def design_row(t: TaskNoise, d: NoiseDesign) -> list[str]:
@@ -121,7 +130,10 @@ def model_text(confidence: float) -> str:
             "which overstates it more. "
             "Detected: the smallest true difference a t-test with that standard error calls better with 80% power "
             f"at {round(100 * confidence)}% confidence, at the degrees of freedom of the comparison's own test "
-            "(without test sampling, Method's simulated number). What a change adds: machine time at this grid's "
+            "(without test sampling, Method's simulated number). Fine-tuning luck is pooled within pretraining "
+            "runs and bounded by its chi-square interval at its degrees of freedom (each run's seeds less one): "
+            "at 3 its upper end is about three times the estimate. Where other rows ran two seeds or more, it is "
+            "pooled over theirs too, a sharper estimate under the same one-spread assumption. What a change adds: machine time at this grid's "
             "measured times (pretraining the added runs and fine-tuning them in the compared modes on that task; "
             "the choice on dev is not repeated), or labelled test examples.")
 
@@ -148,8 +160,10 @@ def noise_section(doc: Doc, res: AblationResults) -> None:
         return
     doc.heading("How much noise, and what would cut it")
     doc.para(model_text(res.method.confidence), cls="note")
+    conf = f"{round(100 * res.method.confidence)}%"
     doc.table(["task", "baseline runs (pretraining x fine-tuning)", "baseline score", "pretraining luck sd",
-               "fine-tuning luck sd", "test sampling sd", "share of the baseline mean's variance (pretraining / "
+               f"fine-tuning luck sd [{conf} interval]", "fine-tuning luck pooled over every row's runs",
+               "test sampling sd", "share of the baseline mean's variance (pretraining / "
                "fine-tuning / test)"], [components_row(t) for t in tasks],
               caption="Each task's noise, measured on the baseline (points for a share, else the metric's units)")
     doc.table(["task", "comparison", "runs per side (units x seeds)", "test sampling sd of the difference",
