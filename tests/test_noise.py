@@ -276,7 +276,8 @@ def test_a_comparison_reads_its_test_sampling_from_the_outcomes_where_every_run_
 def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noise(tmp_path):
     """suite=demo on grid=ci's runs: each task's baseline runs (0.60, 0.61, 0.59 and 0.62, 0.63, 0.61) give
     fine-tuning sd 0.01 (4 df, [0.006, 0.029] at 95%) and pretraining sd sqrt(0.0002 - 0.0001 / 3); the test
-    split's 50 examples give the binomial sd; the section sits after Method with its tables, its figure, and ablations.json holds it."""
+    split's 50 examples give the binomial sd; the section sits after Method with its tables, its figure, and
+    ablations.json holds it."""
     cfg = _ci_report_config(tmp_path, "suite=demo")
     for name, run in cfg.runs.items():
         write_json(f"{run.metrics}/pretrain.json", _pretrain(run.plots, "ltr" if run.variant == "ltr" else "mlm", 0.2))

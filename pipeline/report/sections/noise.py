@@ -132,8 +132,9 @@ def model_text(confidence: float) -> str:
             f"at {round(100 * confidence)}% confidence, at the degrees of freedom of the comparison's own test "
             "(without test sampling, Method's simulated number). Fine-tuning luck is pooled within pretraining "
             "runs and bounded by its chi-square interval at its degrees of freedom (each run's seeds less one): "
-            "at 3 its upper end is about three times the estimate. Where other rows ran two seeds or more, it is "
-            "pooled over theirs too, a sharper estimate under the same one-spread assumption. What a change adds: machine time at this grid's "
+            "at 3, the interval's upper end is 3.7 times the estimate at 95%. Where other rows ran two seeds or "
+            "more, it is pooled over theirs too, a sharper estimate under the same one-spread assumption (the "
+            "designs are sized on the baseline's own). What a change adds: machine time at this grid's "
             "measured times (pretraining the added runs and fine-tuning them in the compared modes on that task; "
             "the choice on dev is not repeated), or labelled test examples.")
 
