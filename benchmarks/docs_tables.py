@@ -95,7 +95,7 @@ def pretrain_step_table(records: list[tuple[str, dict]]) -> str:
 
 
 # the README's columns first, in this order; the other ledgers after them by name
-LEDGER_ORDER = ("default", "claims", "demo_long", "lineage", "depth", "depth_pays", "depth_12_24")
+LEDGER_ORDER = ("default", "claims", "claims_16k", "demo_long", "lineage", "depth", "depth_pays", "depth_12_24")
 
 
 def ledger_table(records: list[tuple[str, dict]]) -> str:
