@@ -1,11 +1,12 @@
 """How noisy is fine-tuning on the demo's tasks, and what cuts it: a recipe measured over pretraining runs and seeds.
 
-    python benchmarks/finetune_noise.py --exports models/pretrain/export models/variants/baseline-s1/export \\
-        --task word_order --train-size 2000 8000 --epochs 3 1 --lr 3e-4 1e-3 --pooling token --seeds 0 1 2
+    python benchmarks/finetune_noise.py --exports models/pretrain/hf models/variants/baseline-s1/hf \\
+        --task word_order --train-size 2000 8000 --epochs 3 1 --lr 3e-4 1e-3 --pooling token --seeds 0 1 2 \
+        --set finetune.batch_size=16
 
 Each combination of (training examples, epochs, learning rate) fine-tunes every export with every seed on the
 task as the finetune stage builds it (``conf/task/<task>.yaml``, its held-out verses split into dev and test by
-``finetune.test_fraction``), at the demo's fine-tuning recipe otherwise (``conf/finetune/demo.yaml``). For each
+``finetune.test_fraction``), at the demo's fine-tuning recipe otherwise (``conf/finetune/demo.yaml``, with ``--set``'s overrides). For each
 combination it prints the mean test score, the fine-tuning sd (pooled within each export's seeds), the
 pretraining sd (between the exports' means, less what fine-tuning luck puts there: one-way ANOVA), the
 binomial sd of the test split at that score, and the seconds per run. ``--out`` writes every run as JSON: the
@@ -47,6 +48,8 @@ def main() -> None:
     ap.add_argument("--pooling", default="token")
     ap.add_argument("--mode", default="pretrained", choices=["pretrained", "scratch"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="settings overrides for every combination, e.g. finetune.batch_size=16")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     for folder in args.exports:
@@ -55,7 +58,7 @@ def main() -> None:
 
     runs, rows = [], []
     for size, epochs, lr in itertools.product(args.train_size, args.epochs, args.lr):
-        overrides = [f"task={args.task}", f"task.data.train_size={size}"]
+        overrides = [f"task={args.task}", f"task.data.train_size={size}", *args.set]
         if args.dev_size is not None:
             overrides.append(f"task.data.dev_size={args.dev_size}")
         lab = validate(compose(overrides))
@@ -79,7 +82,7 @@ def main() -> None:
         sd_p, sd_f = variance_components(groups)
         mean = sum(map(sum, groups)) / sum(map(len, groups))
         n_test = len(task.test)
-        rows.append({"train_size": size, "epochs": epochs, "lr": lr, "mean": mean, "sd_finetune": sd_f,
+        rows.append({"train_size": size, "epochs": epochs, "lr": lr, "settings": args.set, "mean": mean, "sd_finetune": sd_f,
                      "sd_pretrain": sd_p, "sd_test": math.sqrt(mean * (1 - mean) / n_test), "n_test": n_test,
                      "seconds_per_run": sum(seconds) / len(seconds), "runs": [[round(s, 4) for s in g] for g in groups]})
     print("| train examples | epochs | lr | mean | fine-tuning sd | pretraining sd | test sampling sd | s/run |")
