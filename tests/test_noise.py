@@ -308,6 +308,11 @@ def test_the_demo_suite_gets_the_section_right_after_method_with_each_task_s_noi
             "(12 df), 6 runs of 3 rows | 6.9 (50 examples) |") in section
     assert "figures/noise.png" in section and (tmp_path / "reports" / "figures" / "noise.png").stat().st_size > 1000
     assert "- word_order: at 2 x 3 runs the baseline mean's variance is" in section
+    # each task against its own target (report.detect, report.detect_tasks.bible_sections), named in its rows
+    assert [n.target for n in res.noise] == [0.10, 0.05]
+    assert "| the task's target: cheapest to detect it |" in section
+    rows = [line for line in section.splitlines() if line.startswith("| bible_sections | pretraining variants")]
+    assert rows and all(line.split(" | ")[-1].startswith("5.0 points: ") for line in rows), rows
     saved = json.loads((tmp_path / "reports" / "ablations.json").read_text())["noise"]
     assert [n["task"] for n in saved] == ["word_order", "bible_sections"]
     assert saved[0]["designs"][0]["options"][0]["change"] == AS_RUN

@@ -123,6 +123,17 @@ def test_the_checks_that_ran_after_compute_fail_at_validation(overrides, message
     assert _refused(overrides).startswith(message)
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["report.detect=0"], "report.detect=0 is not allowed: expected points in (0, 100], e.g. 10"),
+    (["report.detect_tasks.bible_sections=-5"],
+     "report.detect_tasks.bible_sections=-5 is not allowed: expected points in (0, 100], e.g. 10"),
+    (["+report.detect_tasks.word_order=ten"],
+     "report.detect_tasks.word_order='ten' is not allowed: expected points in (0, 100], e.g. 10"),
+])
+def test_a_detection_target_out_of_range_is_named_with_its_task(overrides, message):
+    assert _refused(overrides) == message
+
+
 def _unknown_family(plain: dict) -> None:  # a params.yaml edited by hand (composing conf/ refuses it already)
     plain["grid"]["families"] = ["pretraining", "nope"]
 

@@ -11,6 +11,7 @@ below are what the results hold (``AblationResults.noise``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +23,7 @@ from pipeline.report.results import BASELINE, by_variant, choose_test, load_runs
 from pipeline.report.stats import sd_interval, variance_components
 
 TARGET = 0.10  # the difference each comparison should detect with 80% power, in the metric's units (10 points of
-# accuracy): a third of what the demo's word_order noise lets it detect (29 points), within reach of more runs
+# accuracy), where no target is given: the stage passes report.detect and report.detect_tasks
 MAX_SCALE = 64  # the most runs per side searched for the target, as a multiple of the runs as run
 AS_RUN, RUNS, SEEDS, TEST = "as run", "2x pretraining runs", "2x fine-tuning seeds", "2x test examples"
 COMPARISONS = {"pooled": "pretraining variants", "paired": "fine-tuning modes of the same runs",
@@ -335,14 +336,17 @@ def sized(plan: list[Plan], variants: dict[str, list[dict]], mode: str, metric: 
     return out
 
 
-def grid_noise(res: AblationResults, runs: dict, confidence: float, target: float = TARGET) -> list[TaskNoise]:
+def grid_noise(res: AblationResults, runs: dict, confidence: float,
+               target: Callable[[str | None], float] = lambda task: TARGET) -> list[TaskNoise]:
     """Every task of the grid (a suite's, each on its first column's metric; else the one task): its noise and
-    what would cut it, for the comparisons ``res``'s families make."""
+    what would cut it, for the comparisons ``res``'s families make, each against ``target(task)``: the suite's task
+    key, None without a suite."""
     columns = res.suite["columns"] if res.suite else [{"task": None, "metric": res.metric}]
     tasks: dict = {}
     for col in columns:
         tasks.setdefault(col["task"], col["metric"])
     plan = plans(res.families)
-    found = (task_noise(by_variant(load_runs(runs, task)), plan, res.variant_modes[0], metric, confidence, target)
+    found = (task_noise(by_variant(load_runs(runs, task)), plan, res.variant_modes[0], metric, confidence,
+                        target(task))
              for task, metric in tasks.items())
     return [t for t in found if t]

@@ -9,9 +9,10 @@ from pipeline.errors import ConfigError
 from pipeline.names import check_families
 from pipeline.settings.base import WORDS, Settings, grid_of, group, setting
 from pipeline.settings.finetune import DISTINCT_MODES, MODE_LIST
-from pipeline.values import BOOL, POSITIVE_INT, TEXT, distinct, integer, list_of, number, one_of
+from pipeline.values import BOOL, MAPPING, POSITIVE_INT, TEXT, distinct, integer, list_of, number, one_of
 
 CONFIDENCE = number(0, 1, low_open=True, high_open=True, expected="a number in (0, 1), e.g. 0.95")
+DETECT = number(0, 100, low_open=True, expected="points in (0, 100], e.g. 10")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +74,16 @@ class GridSettings(Settings):
 class ReportSettings(Settings):
     KEY = "report"
     confidence: float = setting(CONFIDENCE)
+    detect: float = setting(DETECT)
+    detect_tasks: dict = setting(MAPPING.saying("a mapping of task names to points, e.g. {bible_sections: 5}"))
+
+    def check(self, key: str) -> None:
+        for task, points in self.detect_tasks.items():
+            DETECT.check(f"{key}.detect_tasks.{task}", points)
+
+    def target(self, task: str | None) -> float:
+        """The difference ``task``'s comparisons should detect with 80% power, in the metric's units (a share)."""
+        return self.detect_tasks.get(task, self.detect) / 100
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,7 +31,8 @@ def run(lab: Lab) -> AblationResults:
                            floors=eval_meta["floors"], eval_meta=eval_meta)
     if suite:
         res = add_suite(res, runs, suite, families, modes, confidence)
-    res.noise = noise.grid_noise(res, runs, confidence)  # every task's: after the suite adds its columns
+    res.noise = noise.grid_noise(res, runs, confidence,  # every task's: after the suite adds its columns
+                                 lambda t: lab.report.target(t if t is not None else lab.task.name))
     floor = Path(paths.metrics) / "zero_shot_floor.json"
     add_grammar(res, runs, read_json(floor) if floor.exists() else None, confidence)
     probe = read_json(probe_file) if (probe_file := Path(paths.metrics) / "probe.json").exists() else None

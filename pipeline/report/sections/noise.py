@@ -78,13 +78,15 @@ def components_row(t: TaskNoise) -> list[str]:
             tuned, pooled, sampled, " / ".join(f"{100 * x:.0f}%" for x in share) if share else "—"]
 
 
-def design_row(t: TaskNoise, d: NoiseDesign) -> list[str]:
-    """A comparison's line: its rows, runs per side, what it detects as run and with each change, the cheapest."""
+def design_row(t: TaskNoise, d: NoiseDesign, own_target: bool = False) -> list[str]:
+    """A comparison's line: its rows, runs per side, what it detects as run and with each change, the cheapest
+    (after the task's target where the tasks' targets differ, ``own_target``)."""
     runs = " vs ".join(f"{r} x {s}" for r, s in zip(d.runs, d.seeds)) + (", paired" if d.test == "paired" else "")
     sampled = f"{fmt(t.metric, d.sd_test)} ({'from the outcomes' if d.test_from == 'outcomes' else 'each row'})" \
         if d.sd_test else "—"
     return [t.task, f"{d.comparison}: {'; '.join(d.rows)}", runs, sampled,
-            *(option_cell(d, c, t.metric) for c in (AS_RUN, RUNS, SEEDS, TEST)), cheapest_text(d, t.metric)]
+            *(option_cell(d, c, t.metric) for c in (AS_RUN, RUNS, SEEDS, TEST)),
+            (f"{amount(t.metric, t.target)}: " if own_target else "") + cheapest_text(d, t.metric)]
 
 
 def noise_figure(tasks: list[TaskNoise]):
@@ -103,8 +105,9 @@ def noise_figure(tasks: list[TaskNoise]):
         found = [next((o.detectable for o in t.designs[0].options if o.change == change), None)
                  if t.designs else None for t in tasks]
         right.barh(y + (i - 1.5) * 0.2, [100 * (v or 0.0) for v in found], 0.2, color=COLORS[3 + i], label=change)
-    target = 100 * tasks[0].target
-    right.axvline(target, **REFERENCE, label=f"target: {target:g} points")
+    for i, t in enumerate(tasks):  # each task's own target, across its bars
+        right.vlines(100 * t.target, i - 0.45, i + 0.45, **REFERENCE,
+                     label="target" if i == 0 else None)
     right.set_yticks(y, [f"{t.task}: {t.designs[0].comparison}" if t.designs else t.task for t in tasks], fontsize=8)
     right.set(xlabel="true difference detected with 80% power, points", title="What each change would detect")
     for ax in (left, right):
@@ -162,6 +165,7 @@ def noise_section(doc: Doc, res: AblationResults) -> None:
     doc.heading("How much noise, and what would cut it")
     doc.para(model_text(res.method.confidence), cls="note")
     conf = f"{round(100 * res.method.confidence)}%"
+    own = len({t.target for t in tasks}) > 1  # the tasks' targets differ: each row names its own
     doc.table(["task", "baseline runs (pretraining x fine-tuning)", "baseline score", "pretraining luck sd",
                f"fine-tuning luck sd [{conf} interval]", "fine-tuning luck pooled over every row's runs",
                "test sampling sd", "share of the baseline mean's variance (pretraining / "
@@ -169,8 +173,9 @@ def noise_section(doc: Doc, res: AblationResults) -> None:
               caption="Each task's noise, measured on the baseline (points for a share, else the metric's units)")
     doc.table(["task", "comparison", "runs per side (units x seeds)", "test sampling sd of the difference",
                "detects as run", RUNS, SEEDS, TEST,
+               "the task's target: cheapest to detect it" if own else
                f"cheapest to detect {amount(tasks[0].metric, tasks[0].target)}"],
-              [design_row(t, d) for t in tasks for d in t.designs],
+              [design_row(t, d, own) for t in tasks for d in t.designs],
               caption="The true difference each comparison detects with 80% power as run, and with twice the "
                       "pretraining runs on each side, twice the fine-tuning seeds or twice the test examples (what "
                       "each adds in brackets); from scratch, each fine-tuning run is a unit")
