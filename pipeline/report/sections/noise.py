@@ -106,7 +106,7 @@ def noise_figure(tasks: list[TaskNoise]):
                  if t.designs else None for t in tasks]
         right.barh(y + (i - 1.5) * 0.2, [100 * (v or 0.0) for v in found], 0.2, color=COLORS[3 + i], label=change)
     for i, t in enumerate(tasks):  # each task's own target, across its bars
-        right.vlines(100 * t.target, i - 0.45, i + 0.45, **REFERENCE,
+        right.vlines(100 * t.target, i - 0.45, i + 0.45, **REFERENCE, zorder=3,  # over the bars
                      label="target" if i == 0 else None)
     right.set_yticks(y, [f"{t.task}: {t.designs[0].comparison}" if t.designs else t.task for t in tasks], fontsize=8)
     right.set(xlabel="true difference detected with 80% power, points", title="What each change would detect")
