@@ -1,16 +1,16 @@
 """How noisy is fine-tuning on the demo's tasks, and what cuts it: a recipe measured over pretraining runs and seeds.
 
     python benchmarks/finetune_noise.py --exports models/pretrain/hf models/variants/baseline-s1/hf \\
-        --task word_order --train-size 2000 8000 --epochs 3 1 --lr 3e-4 1e-3 --pooling token --seeds 0 1 2 \
+        --task word_order --train-size 2000 8000 --epochs 3 1 --lr 3e-4 1e-3 --pooling token --seeds 0 1 2 \\
         --set finetune.batch_size=16
 
 Each combination of (training examples, epochs, learning rate) fine-tunes every export with every seed on the
 task as the finetune stage builds it (``conf/task/<task>.yaml``, its held-out verses split into dev and test by
-``finetune.test_fraction``), at the demo's fine-tuning recipe otherwise (``conf/finetune/demo.yaml``, with ``--set``'s overrides). For each
-combination it prints the mean test score, the fine-tuning sd (pooled within each export's seeds), the
-pretraining sd (between the exports' means, less what fine-tuning luck puts there: one-way ANOVA), the
-binomial sd of the test split at that score, and the seconds per run. ``--out`` writes every run as JSON: the
-measurements behind docs/results.md's fine-tuning noise table.
+``finetune.test_fraction``), at the demo's fine-tuning recipe otherwise (``conf/finetune/demo.yaml``, with
+``--set``'s overrides). For each combination it prints the mean test score, the fine-tuning sd (pooled within
+each export's seeds), the pretraining sd (between the exports' means, less what fine-tuning luck puts there:
+one-way ANOVA), the binomial sd of the test split at that score, and the seconds per run. ``--out`` writes every
+run as JSON: the measurements behind docs/results.md's fine-tuning noise table.
 """
 from __future__ import annotations
 
@@ -82,9 +82,10 @@ def main() -> None:
         sd_p, sd_f = variance_components(groups)
         mean = sum(map(sum, groups)) / sum(map(len, groups))
         n_test = len(task.test)
-        rows.append({"train_size": size, "epochs": epochs, "lr": lr, "settings": args.set, "mean": mean, "sd_finetune": sd_f,
-                     "sd_pretrain": sd_p, "sd_test": math.sqrt(mean * (1 - mean) / n_test), "n_test": n_test,
-                     "seconds_per_run": sum(seconds) / len(seconds), "runs": [[round(s, 4) for s in g] for g in groups]})
+        rows.append({"train_size": size, "epochs": epochs, "lr": lr, "settings": args.set, "mean": mean,
+                     "sd_finetune": sd_f, "sd_pretrain": sd_p, "sd_test": math.sqrt(mean * (1 - mean) / n_test),
+                     "n_test": n_test, "seconds_per_run": sum(seconds) / len(seconds),
+                     "runs": [[round(s, 4) for s in g] for g in groups]})
     print("| train examples | epochs | lr | mean | fine-tuning sd | pretraining sd | test sampling sd | s/run |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
