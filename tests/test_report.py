@@ -210,6 +210,14 @@ def test_the_layout_probe_shows_every_row_in_every_cell_against_the_floors(repor
     assert "layout_probe.png" in md and (folder / "figures" / "layout_along.png").exists()
 
 
+def test_without_a_suite_the_noise_target_is_the_task_s_own(report):
+    """One task, no suite: the noise section sizes its comparisons against the task's own target, found by its
+    name (bible_sections: report.detect_tasks' 5 points, not report.detect's 10), and says so in one header."""
+    folder, res = report
+    assert [(t.task, t.target) for t in res.noise] == [("bible_sections", 0.05)]
+    assert "| cheapest to detect 5.0 points |" in (folder / "report.md").read_text()
+
+
 def test_nsp_is_read_against_its_base_rate(report):
     """The fixed set's pairs with the actual next B 45% of the time: always guessing "random" scores 55%; the
     baseline's NSP accuracy (0.516, 0.517) is below it."""
