@@ -1,6 +1,8 @@
 """Ablation variants and grids: every variant composes to a valid run, and DVC and Hydra agree on it."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from omegaconf import OmegaConf
@@ -431,3 +433,22 @@ def test_a_swept_grid_has_one_pilot_per_row_and_rate_under_keys_dvc_reads_whole(
     assert not demo.pilots and all(r.rate_from == r.pairs for r in demo.runs.values())
     with pytest.raises(ConfigError, match="grid.sweep.rows: 'layers_99' is not a row of this grid"):
         validate(compose(["grid=depth", "grid.sweep.rows=[baseline,layers_99]"]))
+
+
+@pytest.mark.parametrize("overrides", [[], ["~suite"], ["experiment=depth_word_order"], ["suite=table6"]])
+def test_every_param_a_stage_lists_is_composed_and_the_report_follows_the_suite_columns(overrides):
+    """DVC refuses a stage whose params name a key params.yaml lacks, so every key dvc.yaml lists (a foreach
+    stage's for each of its items) is composed with or without a suite; and the report's own (``suite_shown``)
+    carries the suite's name and columns, so an edit to a column's metric or paper figure reruns the report."""
+    cfg = compose(overrides)
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        items = OmegaConf.to_container(OmegaConf.select(cfg, stage["foreach"][2:-1])) if "foreach" in stage else {"": {}}
+        for key, item in items.items():
+            for param in stage.get("do", stage).get("params", []):
+                param = param.replace("${key}", key)
+                param = re.sub(r"\$\{item\.(\w+)\}", lambda m: str(item[m[1]]), param)
+                assert OmegaConf.select(cfg, param, default=KeyError) is not KeyError, f"{name}@{key}: {param}"
+    assert "suite_shown" in stages["report"]["params"]
+    suite = cfg.get("suite")
+    assert cfg.suite_shown == {"name": suite.name if suite else None, "columns": suite.columns if suite else None}
