@@ -240,7 +240,7 @@ def test_who_chooses_each_run_s_fine_tuning_settings_and_where_its_stage_reads_t
 @pytest.mark.parametrize("overrides, seeds", [
     ([], (0, 1, 2)),                                   # the demo: 2 fine-tuning seeds, 3 baseline runs
     (["experiment=tiny"], (0, 1)),                     # 1 seed, 2 baseline runs
-    (["experiment=demo_long"], (0, 1, 2, 3, 4)),       # 5 seeds already outnumber the 3 runs
+    (["finetune.seeds=[0,1,2,3,4]"], (0, 1, 2, 3, 4)),  # 5 seeds already outnumber the 3 runs
     (["finetune.seeds=[3,7]", "grid.seeds.baseline=4"], (3, 7, 8, 9)),
 ])
 def test_from_scratch_runs_a_seed_for_each_of_the_baseline_s_pretraining_runs(overrides, seeds):
