@@ -125,3 +125,54 @@ def test_gradients_are_clipped_for_the_fused_optimiser_in_fp32_and_bf16(precisio
                         callbacks=[Record()])
     trainer.fit(module, torch.utils.data.DataLoader(batches, batch_size=None))
     assert len(norms) == 3 and max(norms) == pytest.approx(0.01, rel=1e-3)
+
+
+class _Recorder:
+    """A logger that keeps what it is given."""
+
+    def __init__(self):
+        self.logged = []
+
+    def log_metrics(self, metrics, step):
+        self.logged.append((step, metrics))
+
+
+@pytest.mark.parametrize("examples, feature_set", [(640, "concat_last_four"),  # whole batches: the sampler never
+                                                   (650, "weighted")])         # runs out; a last part batch: it does
+def test_a_head_on_frozen_features_trains_bit_for_bit_as_the_trainer_would(examples, feature_set):
+    """``fit_head`` skips the Trainer's per-step machinery, not a step of its arithmetic: the same batches in the
+    same order epoch after epoch, dropout, clipping, AdamW and the schedule give the same weights to the bit."""
+    from types import SimpleNamespace
+
+    from pipeline.finetune.sentence import SentenceObjective
+    from pipeline.finetune.training import fit_head, seed_everything
+
+    generator = torch.Generator().manual_seed(0)
+    states = torch.randn(examples, 3, 8, generator=generator)
+    labels = (states[:, -1, 0] > 0).long()
+    task = SimpleNamespace(metrics=["accuracy"], regression=False, num_outputs=2)
+    optim = {"name": "adamw", "lr": 3e-3, "weight_decay": 0.01, "warmup_ratio": 0.3, "betas": [0.9, 0.999],
+             "eps": 1e-6, "schedule": "linear", "decay_ratio": 1.0}
+    recipe = SimpleNamespace(accelerator="cpu", precision="32-true", gradient_clip_val=1.0)
+
+    def trained(with_trainer: bool):
+        seed_everything(0)
+        head = FeatureHead(feature_set, 3, 8, 2).train()
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(states, labels), batch_size=32, shuffle=True,
+            generator=torch.Generator().manual_seed(0),
+            collate_fn=lambda items: {"states": torch.stack([s for s, _ in items]),
+                                      "label": torch.stack([y for _, y in items])})
+        module = Finetuning(head, SentenceObjective(task), optim, 3 * len(loader), True, inputs=("states",))
+        log = _Recorder()
+        if with_trainer:
+            L.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, deterministic=True,
+                      enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
+                      enable_progress_bar=False, gradient_clip_val=1.0).fit(module, loader)
+        else:
+            fit_head(module, loader, 3, recipe, log)
+        return torch.cat([p.detach().flatten() for p in head.parameters()]), log.logged
+
+    (by_trainer, _), (by_hand, logged) = trained(True), trained(False)
+    assert torch.equal(by_trainer, by_hand)
+    assert [step for step, _ in logged] == [49]  # 3 epochs of 20 or 21 batches: one loss every 50 steps
