@@ -25,10 +25,11 @@ line here (docs/pipeline.md, "Adding an architecture").
 """
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from torch import nn
 
@@ -40,9 +41,10 @@ from pipeline.model.elmo import ElmoLM
 from pipeline.model.folders import LabFolder, model_type
 from pipeline.model.hf import BertFolder
 from pipeline.model.static import StaticEmbeddings
-from pipeline.pretrain.lineage import BiLMPretraining, StaticPretraining
-from pipeline.pretrain.module import BertPretraining, PretrainingModule
 from pipeline.zero_shot.scorers import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
+
+if TYPE_CHECKING:
+    from pipeline.pretrain.module import PretrainingModule
 
 
 class FolderFormat(Protocol):
@@ -71,9 +73,16 @@ class FolderFormat(Protocol):
 class Architecture:
     config: type[ModelConfig]
     network: type[nn.Module]
-    pretraining: type[PretrainingModule]
+    pretraining_at: str  # "<module>:<class>" of its LightningModule, imported when asked for (``pretraining``)
     scorer: Callable[..., SentenceScorer | NoSentenceScore]  # (network, tokenizer, *, pll, batch_size)
     folder: FolderFormat
+
+    @property
+    def pretraining(self) -> type[PretrainingModule]:
+        """Its LightningModule. Imported here, not with the registry: a stage that only reads exports (the probe,
+        zero-shot scoring) does not load Lightning, about 4 s of its start on 2 cores."""
+        module, name = self.pretraining_at.split(":")
+        return getattr(importlib.import_module(module), name)
 
     @property
     def name(self) -> str:
@@ -121,10 +130,13 @@ class Architecture:
 
 
 ARCHITECTURES = {a.name: a for a in (
-    #            config        network             pretraining        zero-shot scorer  export folder
-    Architecture(BertConfig,   BertForPreTraining, BertPretraining,   bert_scorer,      BertFolder()),
-    Architecture(StaticConfig, StaticEmbeddings,   StaticPretraining, word2vec_scorer,  LabFolder(vectors=True)),
-    Architecture(ElmoConfig,   ElmoLM,             BiLMPretraining,   elmo_scorer,      LabFolder()),
+    #            config        network             pretraining                                    zero-shot scorer
+    Architecture(BertConfig,   BertForPreTraining, "pipeline.pretrain.module:BertPretraining",    bert_scorer,
+                 BertFolder()),
+    Architecture(StaticConfig, StaticEmbeddings,   "pipeline.pretrain.lineage:StaticPretraining", word2vec_scorer,
+                 LabFolder(vectors=True)),
+    Architecture(ElmoConfig,   ElmoLM,             "pipeline.pretrain.lineage:BiLMPretraining",   elmo_scorer,
+                 LabFolder()),
 )}
 
 
