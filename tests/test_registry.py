@@ -233,3 +233,16 @@ def test_a_classifier_s_test_outcomes_are_each_example_s_in_the_split_s_order(tm
                     checked += 1
                     assert outcomes[i] == ("1" if int(logits.argmax()) == e.label else "0"), (mode, i)
         assert checked >= 8
+
+
+def test_the_pretrain_stage_depends_on_every_architecture_s_pretraining_module():
+    """The registry imports a LightningModule only when a stage asks for it; the pretrain and pilot stages train
+    every architecture, so each module is among their DVC deps (which ``tests/test_stages.py`` holds to what they
+    import): an edit to one reruns its pretraining."""
+    import yaml
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    modules = {a.pretraining_at.split(":")[0].replace(".", "/") + ".py" for a in ARCHITECTURES.values()}
+    assert len(modules) == 2  # pipeline/pretrain/module.py (BERT) and lineage.py (word2vec, ELMo)
+    for stage in ("pretrain", "pilot"):
+        assert modules <= set(stages[stage]["do"]["deps"]), stage
