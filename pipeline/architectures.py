@@ -29,7 +29,7 @@ import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable, Protocol
 
 from torch import nn
 
@@ -42,10 +42,6 @@ from pipeline.model.folders import LabFolder, model_type
 from pipeline.model.hf import BertFolder
 from pipeline.model.static import StaticEmbeddings
 from pipeline.zero_shot.scorers import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
-
-if TYPE_CHECKING:
-    from pipeline.pretrain.module import PretrainingModule
-
 
 class FolderFormat(Protocol):
     """How an architecture's export is written and read (``arch`` is the architecture it belongs to)."""
@@ -78,9 +74,10 @@ class Architecture:
     folder: FolderFormat
 
     @property
-    def pretraining(self) -> type[PretrainingModule]:
-        """Its LightningModule. Imported here, not with the registry: a stage that only reads exports (the probe,
-        zero-shot scoring) does not load Lightning, about 4 s of its start on 2 cores."""
+    def pretraining(self) -> type:
+        """Its LightningModule (a ``pipeline.pretrain.module.PretrainingModule``), imported here and not with the
+        registry: a stage that only reads exports (the probe, zero-shot scoring) does not load Lightning, about 5 s
+        of its start on 2 cores."""
         module, name = self.pretraining_at.split(":")
         return getattr(importlib.import_module(module), name)
 
