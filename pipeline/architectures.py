@@ -43,6 +43,7 @@ from pipeline.model.hf import BertFolder
 from pipeline.model.static import StaticEmbeddings
 from pipeline.zero_shot.scorers import NoSentenceScore, SentenceScorer, bert_scorer, elmo_scorer, word2vec_scorer
 
+
 class FolderFormat(Protocol):
     """How an architecture's export is written and read (``arch`` is the architecture it belongs to)."""
 

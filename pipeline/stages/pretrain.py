@@ -34,8 +34,9 @@ from pipeline.errors import ConfigError, TrainingError
 from pipeline.io import atomic_dir, atomic_file, write_json
 from pipeline.model_config import METRIC_PREFIX, ModelConfig, build_config, metric_prefix
 from pipeline.pretrain.checkpoints import AtomicCheckpointIO, RunFolder, run_key
-from pipeline.pretrain import lineage  # noqa: F401 -- every architecture's LightningModule (the registry names
-from pipeline.pretrain.module import PretrainingModule, PretrainSetup  # them; this stage trains them all)
+# every architecture's LightningModule: the registry names them by path, and this stage trains them all
+from pipeline.pretrain import lineage  # noqa: F401
+from pipeline.pretrain.module import PretrainingModule, PretrainSetup
 from pipeline.settings import Lab, as_plain
 from pipeline.sweep import PILOT_FILE, SCORE, chosen_rate, pilot_name, rate_text
 from pipeline.tracking import check_tracking, metric_history, mlflow_logger, run_tags
