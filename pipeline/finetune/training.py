@@ -309,7 +309,7 @@ def fit_head(module: Finetuning, loader: DataLoader, epochs: int, recipe: Recipe
             with fabric.autocast():
                 loss = objective.loss(net(*(batch[k] for k in module.inputs)), batch)
             fabric.backward(loss)
-            if recipe.gradient_clip_val:
+            if recipe.gradient_clip_val and recipe.gradient_clip_val > 0:  # as the Trainer: none at 0 or below
                 torch.nn.utils.clip_grad_norm_(params, recipe.gradient_clip_val)
             optimizer.step()
             scheduler.step()
