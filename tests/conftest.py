@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,23 @@ def wikitext(tmp_path_factory):
     assert corpus.meta["n_tokens"] >= 100_000
     return SimpleNamespace(root=root, text=root / "valid.txt", tok=tok, ids=special_ids(tok), corpus=corpus,
                            vocab=vocab_list(tok))
+
+
+LONGEST = "test_pipeline_e2e.py"  # about 20 of the slow marker's minutes, its checks sharing one pipeline run
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` deselected what does not run
+def pytest_collection_modifyitems(config, items):
+    """The order in which pytest-xdist hands whole files to its workers (pyproject: ``--dist loadfile
+    --no-loadscope-reorder``): the end-to-end file first, then the file with the fewest tests (a worker starts
+    with two files, so the smallest goes with the longest), then the rest from most tests to fewest. Any order
+    runs the same tests; this one keeps the other worker busy while the end-to-end file runs."""
+    counts = Counter(item.path for item in items)
+    smallest = min(counts, key=lambda p: (counts[p], str(p)), default=None)
+
+    def rank(item):
+        if item.path.name == LONGEST:
+            return (0, 0, "")
+        return (1, 0, "") if item.path == smallest else (2, -counts[item.path], str(item.path))
+
+    items.sort(key=rank)  # stable: the tests of a file keep their order

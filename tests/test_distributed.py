@@ -25,7 +25,7 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
     paths = [f"paths.{k}={root / k}" for k in ("corpus", "tokenizer", "pairs", "eval_set")]
     for stage in ("prepare_corpus", "train_wordpiece", "make_pairs", "eval_set"):
-        r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths)
+        r = run_stage(stage, "experiment=tiny", "runtime.progress=false", *paths, f"paths.metrics={root / 'metrics'}")
         assert r.returncode == 0, r.stderr[-2000:]
     return root, paths
 
@@ -147,7 +147,8 @@ def test_make_pairs_split_across_machines_gives_the_same_bytes(data, tmp_path):
 def test_joining_before_every_machine_finished_names_the_missing_part(data, tmp_path):
     root, _ = data
     common = ["experiment=tiny", "runtime.progress=false", f"paths.corpus={root / 'corpus'}",
-              f"paths.tokenizer={root / 'tokenizer'}", f"paths.pairs={tmp_path / 'p'}", "runtime.parts=2"]
+              f"paths.tokenizer={root / 'tokenizer'}", f"paths.pairs={tmp_path / 'p'}", "runtime.parts=2",
+              f"paths.metrics={tmp_path / 'metrics'}"]
     assert run_stage("make_pairs", *common, "runtime.part=0").returncode == 0
     r = run_stage("make_pairs", *common)
     assert r.returncode == 2
