@@ -439,7 +439,7 @@ def test_from_scratch_starts_from_bert_s_own_initialisation(tmp_path):
     assert config_from_hf(__import__("json").loads((folder / "config.json").read_text())).attention_init == "local"
     net = open_export(folder).task_model("sentence", 2, pretrained=False, pooling="mean")
     table = net.bert.embeddings.position_embeddings.weight
-    assert (table[:, :4] != 0).all() and 0.01 < float(table.std()) < 0.03
+    assert (table[:, :4] != 0).all() and 0.01 < table.std().item() < 0.03
 
 
 def test_length_grouped_batches_keep_every_example_and_reshuffle_every_epoch():

@@ -315,7 +315,7 @@ def fit_head(module: Finetuning, loader: DataLoader, epochs: int, recipe: Recipe
             scheduler.step()
             step += 1
             if logger is not None and step % 50 == 0:
-                logger.log_metrics({"train/loss": float(loss)}, step=step - 1)
+                logger.log_metrics({"train/loss": loss.item()}, step=step - 1)
 
 
 def seed_everything(seed: int) -> None:
