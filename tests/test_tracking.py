@@ -47,7 +47,7 @@ def test_the_grid_run_parents_exactly_the_runs_of_its_report(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = compose([f"tracking.uri={uri}"])
     client = MlflowClient(uri)
-    exp = client.create_experiment(cfg.tracking.experiment)
+    exp = client.create_experiment(cfg.tracking.experiment, artifact_location=(tmp_path / "mlruns").as_uri())
     a, b = (client.create_run(exp, run_name=n).info.run_id for n in ("pretrain-a", "pretrain-b"))
     report = tmp_path / "reports"
     report.mkdir()
