@@ -190,5 +190,6 @@ def test_finetune_starts_from_any_hugging_face_bert_folder(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "metrics" / "finetune.json").read_text())
     assert result["pretrain_run_id"] == f"external:{folder}" and result["train_examples"] == 64
-    r = run_stage("finetune", f"finetune.init_from={tmp_path / 'nowhere'}", *_paths(tmp_path))
+    r = run_stage("finetune", f"finetune.init_from={tmp_path / 'nowhere'}", f"tracking.uri={tracking_store(tmp_path)}",
+                  *_paths(tmp_path))
     assert r.returncode == 2 and "finetune.init_from" in r.stderr and "config.json" in r.stderr
