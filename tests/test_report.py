@@ -495,7 +495,7 @@ def test_a_swept_depth_grid_reads_each_depth_at_its_best_and_12_against_24(tmp_p
     meta["stats"]["actual_next"] = 0.49  # NSP's base rate 51%: every run's head (52 to 53%) has left it
     write_json(tmp_path / "eval_set" / "meta.json", meta)
     client = MlflowClient(cfg.tracking.uri)
-    experiment = client.create_experiment(cfg.tracking.experiment)
+    experiment = client.create_experiment(cfg.tracking.experiment, artifact_location=(tmp_path / "mlruns").as_uri())
     fixed = {"baseline": 0.27, "layers_4": 0.28, "layers_12": 0.20, "layers_24": 0.18, "prenorm_2": 0.27,
              "prenorm_12": 0.29, "prenorm_24": 0.31}
     chosen = {"baseline": 1e-3, "layers_4": 1e-3, "layers_12": 3e-4, "layers_24": 1e-4, "prenorm_2": 3e-3,

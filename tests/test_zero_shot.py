@@ -509,7 +509,8 @@ def test_the_stage_scores_a_run_writes_its_summary_and_logs_each_phenomenon_on_i
 
     pretrain = tiny_export(tmp_path)
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    run_id = client.create_run(client.create_experiment("bert-lab")).info.run_id
+    experiment = client.create_experiment("bert-lab", artifact_location=(tmp_path / "mlruns").as_uri())
+    run_id = client.create_run(experiment).info.run_id
     write_json(pretrain / "run.json", {"mlflow_run_id": run_id})
     r = run_stage_here("zero_shot", *_stage_paths(tmp_path, pretrain), f"zero_shot.data={_blimp_folder(tmp_path / 'b')}",
                        "zero_shot.pairs=2", "tracking.experiment=bert-lab")
