@@ -19,8 +19,8 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import lightning.pytorch as L
 import numpy as np
-from lightning.fabric import Fabric
 import torch
+from lightning.fabric import Fabric
 from lightning.pytorch.callbacks import TQDMProgressBar
 from torch import nn
 from torch.utils.data import DataLoader
@@ -309,7 +309,7 @@ def fit_head(module: Finetuning, loader: DataLoader, epochs: int, recipe: Recipe
             with fabric.autocast():
                 loss = objective.loss(net(*(batch[k] for k in module.inputs)), batch)
             fabric.backward(loss)
-            if recipe.gradient_clip_val and recipe.gradient_clip_val > 0:  # as the Trainer: none at 0 or below
+            if (recipe.gradient_clip_val or 0) > 0:  # as the Trainer: none at 0, below it or unset
                 torch.nn.utils.clip_grad_norm_(params, recipe.gradient_clip_val)
             optimizer.step()
             scheduler.step()
