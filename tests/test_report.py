@@ -929,6 +929,7 @@ def test_method_text_leaves_out_power_when_no_variant_was_compared():
     text = method_text(method, "accuracy")
     assert "power —" not in text and "at the observed differences" not in text
     assert "a false-positive rate of 5.0% on no difference, and 80% power from a difference of 3.0 points" in text
+    assert "(between two pretraining rows of this design by the pooled test, test sampling left out;" in text
     method.power_at_observed = {"1.1": 0.06}
     assert "power 1.1: 6% at the observed differences, and 80% power" in method_text(method, "accuracy")
 

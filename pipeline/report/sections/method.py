@@ -38,6 +38,8 @@ def method_text(method: Method, metric: str) -> str:
         observed = f"power {power} at the observed differences, " if power else ""
         text += (f" At that noise, simulated: a false-positive rate of {100 * m.false_positive_rate:.1f}% on no "
                  f"difference, {observed}and 80% power from a difference "
-                 f"of {fmt(metric, m.smallest_detectable)} points.")
+                 f"of {fmt(metric, m.smallest_detectable)} points (between two pretraining rows of this design by "
+                 "the pooled test, test sampling left out; each comparison's own, with it, is under 'How much "
+                 "noise').")
     return text + (" The paper's numbers come from models hundreds of times larger trained far longer: compare "
                    "directions, not values.")
